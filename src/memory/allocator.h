@@ -185,6 +185,7 @@ class Allocator {
   void unmap_segment(Segment* segment);
   void release_cached_segments();
   Block* take_free_block(Pool& pool, uint64_t size);
+  Block* new_block();  // a zeroed Block, recycled from spare_ when possible
   Allocation hand_out(Block* block, uint64_t requested, Category category, uint32_t tag_id);
   [[noreturn]] void raise_oom(uint64_t requested, uint64_t rounded, uint64_t segment_bytes,
                               Category category, uint32_t tag_id, std::string_view description);
