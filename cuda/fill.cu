@@ -28,9 +28,8 @@ cudaError_t fill_f32(float* x, int64_t n, float value, cudaStream_t stream) {
 }
 
 cudaError_t fill_bf16(uint16_t* x, int64_t n, float value, cudaStream_t stream) {
-  fill_kernel<<<blocks_for(n), 256, 0, stream>>>(x, n, value, [] __device__(float v) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  });
+  fill_kernel<<<blocks_for(n), 256, 0, stream>>>(
+      x, n, value, [] __device__(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); });
   return cudaGetLastError();
 }
 

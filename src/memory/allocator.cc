@@ -27,7 +27,8 @@ Allocator::Allocator(std::unique_ptr<SegmentSource> source, AllocatorOptions opt
 Allocator::~Allocator() {
   // Live blocks at destruction are a leak in the caller; their memory goes
   // back to the source regardless so the process stays clean.
-  for (auto& [address, segment] : segments_) source_->unmap(segment->address, segment->size);
+  for (auto& [address, segment] : segments_)
+    source_->unmap(segment->address, segment->size);
 }
 
 uint32_t Allocator::intern_tag(std::string_view tag) {
@@ -39,7 +40,9 @@ uint32_t Allocator::intern_tag(std::string_view tag) {
   return id;
 }
 
-void Allocator::add_observer(MemoryObserver* observer) { observers_.push_back(observer); }
+void Allocator::add_observer(MemoryObserver* observer) {
+  observers_.push_back(observer);
+}
 
 void Allocator::remove_observer(MemoryObserver* observer) {
   observers_.erase(std::remove(observers_.begin(), observers_.end(), observer), observers_.end());
@@ -60,7 +63,8 @@ void Allocator::emit(MemoryAction action, uint64_t bytes, const void* address, C
   event.tag_id = tag_id;
   event.phase = phase_;
   event.layer = layer_;
-  for (MemoryObserver* observer : observers_) observer->on_memory_event(event);
+  for (MemoryObserver* observer : observers_)
+    observer->on_memory_event(event);
 }
 
 uint64_t Allocator::peak(Category category) const {
@@ -302,15 +306,19 @@ void Allocator::release_cached_segments() {
   std::vector<Segment*> whole_free;
   for (auto& [address, segment] : segments_)
     if (segment->live_blocks == 0) whole_free.push_back(segment.get());
-  for (Segment* segment : whole_free) unmap_segment(segment);
+  for (Segment* segment : whole_free)
+    unmap_segment(segment);
 }
 
-void Allocator::empty_cache() { release_cached_segments(); }
+void Allocator::empty_cache() {
+  release_cached_segments();
+}
 
 std::vector<LiveBlock> Allocator::largest_live_blocks(size_t limit) const {
   std::vector<const Block*> live;
   live.reserve(blocks_by_id_.size());
-  for (const auto& [id, block] : blocks_by_id_) live.push_back(block);
+  for (const auto& [id, block] : blocks_by_id_)
+    live.push_back(block);
   std::sort(live.begin(), live.end(), [](const Block* a, const Block* b) {
     if (a->size != b->size) return a->size > b->size;
     return a->id < b->id;

@@ -23,9 +23,9 @@ enum class Category : uint8_t {
 };
 constexpr int kNumCategories = 9;
 constexpr std::array<Category, kNumCategories> kAllCategories = {
-    Category::kParam,     Category::kGrad,      Category::kOptim,
+    Category::kParam,      Category::kGrad,       Category::kOptim,
     Category::kActivation, Category::kCheckpoint, Category::kLogits,
-    Category::kAttention, Category::kComm,      Category::kWorkspace,
+    Category::kAttention,  Category::kComm,       Category::kWorkspace,
 };
 
 // `init` covers everything before the first step (weights, optimizer states).

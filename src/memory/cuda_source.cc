@@ -36,6 +36,8 @@ class CudaSource final : public SegmentSource {
 
 }  // namespace
 
-std::unique_ptr<SegmentSource> make_cuda_source() { return std::make_unique<CudaSource>(); }
+std::unique_ptr<SegmentSource> make_cuda_source() {
+  return std::make_unique<CudaSource>();
+}
 
 }  // namespace headroom

@@ -34,8 +34,8 @@ struct Postmortem {
   // The allocator at that moment.
   uint64_t allocated = 0;
   uint64_t reserved = 0;
-  uint64_t capacity = 0;  // 0 = the source's own limit (real OOM)
-  std::string source;     // "host", "meta", "cuda"
+  uint64_t capacity = 0;          // 0 = the source's own limit (real OOM)
+  std::string source;             // "host", "meta", "cuda"
   bool capacity_limited = false;  // true: memory.device_capacity said no; false: the source did
   std::array<uint64_t, kNumCategories> live_by_category{};
   std::vector<LiveBlock> largest_live;  // at most 10, largest first

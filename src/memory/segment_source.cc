@@ -38,7 +38,11 @@ class VirtualSource final : public SegmentSource {
 
 }  // namespace
 
-std::unique_ptr<SegmentSource> make_host_source() { return std::make_unique<HostSource>(); }
-std::unique_ptr<SegmentSource> make_virtual_source() { return std::make_unique<VirtualSource>(); }
+std::unique_ptr<SegmentSource> make_host_source() {
+  return std::make_unique<HostSource>();
+}
+std::unique_ptr<SegmentSource> make_virtual_source() {
+  return std::make_unique<VirtualSource>();
+}
 
 }  // namespace headroom

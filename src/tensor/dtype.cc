@@ -9,8 +9,12 @@ constexpr std::array<std::string_view, 5> kNames = {"fp32", "bf16", "int32", "in
 constexpr std::array<size_t, 5> kSizes = {4, 2, 4, 8, 1};
 }  // namespace
 
-size_t size_of(DType dtype) { return kSizes[static_cast<int>(dtype)]; }
-std::string_view name_of(DType dtype) { return kNames[static_cast<int>(dtype)]; }
+size_t size_of(DType dtype) {
+  return kSizes[static_cast<int>(dtype)];
+}
+std::string_view name_of(DType dtype) {
+  return kNames[static_cast<int>(dtype)];
+}
 
 std::optional<DType> parse_dtype(std::string_view name) {
   for (size_t i = 0; i < kNames.size(); ++i)

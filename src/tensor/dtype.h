@@ -13,7 +13,9 @@ enum class DType : uint8_t { kF32, kBF16, kI32, kI64, kU8 };
 size_t size_of(DType dtype);
 std::string_view name_of(DType dtype);  // "fp32", "bf16", "int32", "int64", "uint8"
 std::optional<DType> parse_dtype(std::string_view name);
-inline bool is_floating(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16; }
+inline bool is_floating(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kBF16;
+}
 
 // bfloat16 storage: the top 16 bits of an IEEE float.
 struct bf16 {

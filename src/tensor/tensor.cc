@@ -22,7 +22,8 @@ std::string shape_to_string(const Shape& shape) {
 
 int64_t numel_of(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    n *= d;
   return n;
 }
 
@@ -62,21 +63,31 @@ namespace {
 template <typename T>
 constexpr DType dtype_for();
 template <>
-constexpr DType dtype_for<float>() { return DType::kF32; }
+constexpr DType dtype_for<float>() {
+  return DType::kF32;
+}
 template <>
-constexpr DType dtype_for<bf16>() { return DType::kBF16; }
+constexpr DType dtype_for<bf16>() {
+  return DType::kBF16;
+}
 template <>
-constexpr DType dtype_for<int32_t>() { return DType::kI32; }
+constexpr DType dtype_for<int32_t>() {
+  return DType::kI32;
+}
 template <>
-constexpr DType dtype_for<int64_t>() { return DType::kI64; }
+constexpr DType dtype_for<int64_t>() {
+  return DType::kI64;
+}
 template <>
-constexpr DType dtype_for<uint8_t>() { return DType::kU8; }
+constexpr DType dtype_for<uint8_t>() {
+  return DType::kU8;
+}
 }  // namespace
 
 template <typename T>
 T* Tensor::data() const {
-  HR_CHECK(dtype_ == dtype_for<T>(), tag_ + ": data<" + std::string(name_of(dtype_for<T>())) +
-                                         ">() on " + describe());
+  HR_CHECK(dtype_ == dtype_for<T>(),
+           tag_ + ": data<" + std::string(name_of(dtype_for<T>())) + ">() on " + describe());
   HR_CHECK(backend_ != BackendKind::kMeta, tag_ + ": data() on a meta tensor");
   return static_cast<T*>(raw());
 }

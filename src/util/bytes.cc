@@ -34,8 +34,10 @@ constexpr std::array<Unit, 14> kUnits = {{
 }};
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
+    s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -88,7 +90,8 @@ std::string format_bytes(uint64_t bytes) {
   for (const auto& [name, size] : kSteps) {
     if (bytes >= size) {
       char buf[64];
-      std::snprintf(buf, sizeof buf, "%.1f %s", static_cast<double>(bytes) / static_cast<double>(size),
+      std::snprintf(buf, sizeof buf, "%.1f %s",
+                    static_cast<double>(bytes) / static_cast<double>(size),
                     std::string(name).c_str());
       return buf;
     }

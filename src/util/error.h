@@ -50,10 +50,9 @@ class InternalError : public Error {
 }  // namespace headroom
 
 // An invariant of headroom itself (not of user input): failing it is a bug.
-#define HR_CHECK(cond, msg)                                                             \
-  do {                                                                                  \
-    if (!(cond))                                                                        \
-      throw ::headroom::InternalError(std::string(__FILE__) + ":" +                     \
-                                      std::to_string(__LINE__) + ": check failed: " #cond \
-                                      ": " + (msg));                                    \
+#define HR_CHECK(cond, msg)                                                                    \
+  do {                                                                                         \
+    if (!(cond))                                                                               \
+      throw ::headroom::InternalError(std::string(__FILE__) + ":" + std::to_string(__LINE__) + \
+                                      ": check failed: " #cond ": " + (msg));                  \
   } while (0)

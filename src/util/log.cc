@@ -22,8 +22,14 @@ void write(const char* level, std::string_view message) {
 }
 }  // namespace
 
-void set_rank(int rank) { g_rank.store(rank); }
-void info(std::string_view message) { write("", message); }
-void warn(std::string_view message) { write("warning: ", message); }
+void set_rank(int rank) {
+  g_rank.store(rank);
+}
+void info(std::string_view message) {
+  write("", message);
+}
+void warn(std::string_view message) {
+  write("warning: ", message);
+}
 
 }  // namespace headroom::log

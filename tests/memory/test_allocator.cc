@@ -17,7 +17,8 @@ struct Recorder : MemoryObserver {
   void on_memory_event(const MemoryEvent& e) override { events.push_back(e); }
   int count(MemoryAction action) const {
     int n = 0;
-    for (const MemoryEvent& e : events) n += e.action == action;
+    for (const MemoryEvent& e : events)
+      n += e.action == action;
     return n;
   }
 };
@@ -26,7 +27,9 @@ Allocator caching(uint64_t capacity = 0) {
   return Allocator(make_host_source(), AllocatorOptions{AllocatorPolicy::kCaching, capacity});
 }
 
-char* addr(const Allocation& a) { return static_cast<char*>(a.address); }
+char* addr(const Allocation& a) {
+  return static_cast<char*>(a.address);
+}
 
 TEST(CachingRules, SizesRoundUpTo512Bytes) {
   EXPECT_EQ(Allocator::round_size(1), 512u);
@@ -140,7 +143,7 @@ TEST(CachingRules, CacheIsReleasedAndRetriedBeforeOom) {
   Recorder rec;
   a.add_observer(&rec);
   Allocation x = a.allocate(12 * MiB, Category::kActivation, "x");
-  a.free(x);  // 12 MiB cached
+  a.free(x);                                                        // 12 MiB cached
   Allocation y = a.allocate(30 * MiB, Category::kActivation, "y");  // 12 + 30 > 40
   EXPECT_EQ(a.reserved(), 30 * MiB);
   EXPECT_EQ(rec.count(MemoryAction::kSegmentFree), 1);
@@ -155,7 +158,8 @@ TEST(Oom, CapacityRefusalCarriesThePostmortem) {
   a.add_observer(&rec);
   a.set_step(7);
   Allocation w = a.allocate(30 * MiB, Category::kParam, "block.3.mlp.w_up");
-  for (int i = 0; i < 3; ++i) a.free(a.allocate(MiB, Category::kActivation, "scratch"));
+  for (int i = 0; i < 3; ++i)
+    a.free(a.allocate(MiB, Category::kActivation, "scratch"));
   PhaseScope scope(a, Phase::kLoss, 12);
   try {
     a.allocate(12 * MiB, Category::kLogits, "loss.chunk.7.logits", "fp32 [1024, 3072]");
@@ -208,7 +212,8 @@ TEST(Oom, TopBlocksAreTheTenLargestLargestFirst) {
     EXPECT_EQ(top.front().tag, "a12");
     EXPECT_EQ(top.back().tag, "a3");
   }
-  for (auto& x : live) a.free(x);
+  for (auto& x : live)
+    a.free(x);
 }
 
 TEST(Oom, ARealSourceFailureIsAnOomToo) {
@@ -311,7 +316,8 @@ TEST(Events, EveryActionIsReportedInOrderWithContext) {
   EXPECT_EQ(a.tags()[rec.events[1].tag_id], "block.4.grad");
   EXPECT_EQ(rec.events[2].action, MemoryAction::kFree);
   EXPECT_EQ(rec.events[3].action, MemoryAction::kSegmentFree);
-  for (size_t i = 0; i < rec.events.size(); ++i) EXPECT_EQ(rec.events[i].seq, i);
+  for (size_t i = 0; i < rec.events.size(); ++i)
+    EXPECT_EQ(rec.events[i].seq, i);
   EXPECT_EQ(a.intern_tag("block.4.grad"), rec.events[1].tag_id) << "tags are interned once";
   a.remove_observer(&rec);
 }
@@ -338,7 +344,8 @@ TEST(MetaSource, PlansEightyGiBWithoutTouchingMemory) {
     blocks.push_back(a.allocate(1ull << 30, Category::kParam, "w" + std::to_string(i)));
   EXPECT_EQ(a.allocated(), 79ull << 30);
   EXPECT_THROW(a.allocate(2ull << 30, Category::kParam, "one.too.many"), OutOfMemory);
-  for (auto& b : blocks) a.free(b);
+  for (auto& b : blocks)
+    a.free(b);
 }
 
 }  // namespace

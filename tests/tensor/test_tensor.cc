@@ -8,7 +8,6 @@
 namespace headroom {
 namespace {
 
-
 TEST(Tensor, StorageReturnsItselfWhenTheLastViewGoes) {
   Allocator allocator(make_host_source(), AllocatorOptions{AllocatorPolicy::kExact, 0});
   {
@@ -29,8 +28,8 @@ TEST(Tensor, StorageReturnsItselfWhenTheLastViewGoes) {
 
 TEST(Tensor, DescribesItselfAndChecksTypedAccess) {
   Allocator allocator(make_host_source(), AllocatorOptions{});
-  Tensor t = Tensor::empty(allocator, BackendKind::kCpu, {1024, 3}, DType::kBF16,
-                           Category::kLogits, "loss.chunk.0.logits");
+  Tensor t = Tensor::empty(allocator, BackendKind::kCpu, {1024, 3}, DType::kBF16, Category::kLogits,
+                           "loss.chunk.0.logits");
   EXPECT_EQ(t.describe(), "bf16 [1024, 3]");
   EXPECT_EQ(t.nbytes(), 1024u * 3 * 2);
   EXPECT_NE(t.data<bf16>(), nullptr);
