@@ -1,0 +1,258 @@
+// The experiment config: one TOML file (plus --set overrides) resolved into a
+// plain struct, strictly.
+//
+// Every key lives in one schema table (config/schema.h) that drives loading,
+// --set, to_toml() and the reference in docs/config.md, so a key cannot exist
+// in one of them and be missing from another. The defaults below describe a
+// small cpu quickstart; `headroom plan` / `train` read everything else from
+// the file.
+//
+// Strict means: an unknown key, a wrong type, an out-of-range value or two
+// contradicting keys is a UsageError (exit code 2) whose message starts with
+// `file:line:column: section.key:` (or `--set section.key=value: section.key:`)
+// and says what was expected; a typo gets the nearest valid key suggested.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace headroom {
+
+// Floating-point storage types a user can pick for weights, logits and the
+// optimizer's master copy. Kept here (not tensor/dtype.h) because config sits
+// beside util, below the tensor layer.
+enum class Precision : uint8_t { kFp32, kBf16 };
+
+struct RunSection {
+  enum class Backend : uint8_t { kCpu, kCuda, kMeta };
+
+  std::string name = "quickstart";  // results go to <out_dir>/<name>/
+  int64_t seed = 1234;              // dropout and any other per-step randomness
+  int64_t steps = 50;               // optimizer steps
+  Backend backend = Backend::kCpu;
+  std::string out_dir = "results";
+
+  bool operator==(const RunSection&) const = default;
+};
+
+struct ModelSection {
+  // Exactly one of preset / hf_config names the architecture. "tiny" is the
+  // default only while hf_config is not given (see docs/config.md).
+  std::string preset = "tiny";
+  std::string hf_config;  // path to a Hugging Face config.json
+  std::string weights;    // safetensors file or folder; empty = random init from seed
+  Precision dtype = Precision::kFp32;
+  int64_t seed = 1234;  // weight init when weights is empty
+
+  bool operator==(const ModelSection&) const = default;
+};
+
+struct LoraSection {
+  bool enabled = false;
+  int rank = 16;
+  double alpha = 32.0;  // the update is scaled by alpha / rank, as in PEFT
+  double dropout = 0.0;
+  std::vector<std::string> targets = {"q_proj", "v_proj"};  // HF module names
+
+  bool operator==(const LoraSection&) const = default;
+};
+
+struct DataSection {
+  std::string path;               // tokenized HDF5 (data_tools/)
+  int64_t max_sample_tokens = 0;  // longer samples are truncated; 0 = never
+  bool shuffle = true;
+  int64_t seed = 1234;
+
+  bool operator==(const DataSection&) const = default;
+};
+
+struct BatchSection {
+  enum class Mode : uint8_t { kPacked, kPadded };
+
+  Mode mode = Mode::kPacked;
+  int64_t max_tokens_per_micro_batch = 2048;  // packed: the first-fit bin's token budget
+  int micro_batch_size = 0;  // samples per micro-batch; padded needs >= 1, packed: 0 = no cap
+  int grad_accum = 1;        // micro-batches per optimizer step
+  int64_t seq_len = 0;       // padded: fixed length; 0 = longest sample of the micro-batch
+
+  bool operator==(const BatchSection&) const = default;
+};
+
+struct AttentionSection {
+  enum class Backend : uint8_t { kBlockSparse, kDenseAdditive };
+  enum class Mask : uint8_t { kCausal, kDocument, kSlidingWindow, kDflashBlock };
+
+  Backend backend = Backend::kBlockSparse;
+  Mask mask = Mask::kCausal;
+  int block_size = 64;  // tile edge of the block-sparse kernel and of dflash_block's blocks
+  int window = 0;       // sliding_window: tokens each query sees (itself included)
+
+  bool operator==(const AttentionSection&) const = default;
+};
+
+struct LossSection {
+  enum class Mode : uint8_t { kSave, kRecompute };
+
+  int64_t chunk_size = 0;  // tokens per cross-entropy chunk; 0 = whole logits at once
+  Mode mode = Mode::kRecompute;
+  Precision logits_dtype = Precision::kFp32;
+
+  bool operator==(const LossSection&) const = default;
+};
+
+struct MemorySection {
+  enum class Allocator : uint8_t { kCaching, kExact };
+
+  uint64_t device_capacity = 0;  // bytes; past it an allocation is an OOM. 0 = unlimited
+  Allocator allocator = Allocator::kCaching;
+
+  bool operator==(const MemorySection&) const = default;
+};
+
+struct ZeroSection {
+  int stage = 0;
+  int prefetch = 1;  // blocks gathered ahead of the one computing
+  bool offload_optimizer = false;
+
+  bool operator==(const ZeroSection&) const = default;
+};
+
+struct CheckpointSection {
+  enum class Format : uint8_t { kSharded, kConsolidated };
+
+  // Activation checkpointing interval in blocks: 0 = none, 1 = every block
+  // ("full"), k = every k-th block ("every_<k>").
+  int activations = 0;
+  int64_t save_every = 0;  // steps between saved checkpoints; 0 = none during the run
+  std::string dir;         // empty = <run.out_dir>/<run.name>/checkpoints
+  Format format = Format::kConsolidated;
+  bool save_initial = false;
+
+  bool operator==(const CheckpointSection&) const = default;
+};
+
+struct OptimizerSection {
+  double lr = 3e-4;
+  std::array<double, 2> betas = {0.9, 0.95};
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // global grad-norm clip; 0 = no clipping
+  Precision master_dtype = Precision::kFp32;
+
+  bool operator==(const OptimizerSection&) const = default;
+};
+
+struct ScheduleSection {
+  enum class Decay : uint8_t { kCosine, kLinear, kConstant };
+
+  int64_t warmup_steps = 5;
+  Decay decay = Decay::kCosine;
+  double min_lr = 3e-5;
+
+  bool operator==(const ScheduleSection&) const = default;
+};
+
+struct TraceSection {
+  bool memory_events = true;  // every alloc/free into /memory/events
+  int flush_every = 1;        // steps between HDF5 flushes
+
+  bool operator==(const TraceSection&) const = default;
+};
+
+struct ExperimentConfig {
+  RunSection run;
+  ModelSection model;
+  LoraSection lora;
+  DataSection data;
+  BatchSection batch;
+  AttentionSection attention;
+  LossSection loss;
+  MemorySection memory;
+  ZeroSection zero;
+  CheckpointSection checkpoint;
+  OptimizerSection optimizer;
+  ScheduleSection schedule;
+  TraceSection trace;
+
+  bool operator==(const ExperimentConfig&) const = default;
+};
+
+// The TOML spelling of each enumerator, indexed by its value. The schema parses
+// with these and name_of() prints with them, so the two cannot disagree.
+template <class E>
+struct EnumNames {};
+template <>
+struct EnumNames<Precision> {
+  static constexpr std::array<std::string_view, 2> kNames = {"fp32", "bf16"};
+};
+template <>
+struct EnumNames<RunSection::Backend> {
+  static constexpr std::array<std::string_view, 3> kNames = {"cpu", "cuda", "meta"};
+};
+template <>
+struct EnumNames<BatchSection::Mode> {
+  static constexpr std::array<std::string_view, 2> kNames = {"packed", "padded"};
+};
+template <>
+struct EnumNames<AttentionSection::Backend> {
+  static constexpr std::array<std::string_view, 2> kNames = {"block_sparse", "dense_additive"};
+};
+template <>
+struct EnumNames<AttentionSection::Mask> {
+  static constexpr std::array<std::string_view, 4> kNames = {"causal", "document", "sliding_window",
+                                                             "dflash_block"};
+};
+template <>
+struct EnumNames<LossSection::Mode> {
+  static constexpr std::array<std::string_view, 2> kNames = {"save", "recompute"};
+};
+template <>
+struct EnumNames<MemorySection::Allocator> {
+  static constexpr std::array<std::string_view, 2> kNames = {"caching", "exact"};
+};
+template <>
+struct EnumNames<CheckpointSection::Format> {
+  static constexpr std::array<std::string_view, 2> kNames = {"sharded", "consolidated"};
+};
+template <>
+struct EnumNames<ScheduleSection::Decay> {
+  static constexpr std::array<std::string_view, 3> kNames = {"cosine", "linear", "constant"};
+};
+
+// "block_sparse", "bf16", ...: the spelling a user writes in the TOML file.
+template <class E>
+requires requires {
+  EnumNames<E>::kNames;
+}
+constexpr std::string_view name_of(E value) {
+  return EnumNames<E>::kNames[static_cast<size_t>(value)];
+}
+
+// Reads the TOML file at `path`, applies `overrides` ("section.key=value", in
+// order, after the file), checks every value and every rule between keys, and
+// returns the resolved config. Throws UsageError naming the file (or the
+// --set argument), line:column, the key and what was expected; a file that
+// cannot be read gives "<path>: cannot open config file: <strerror>".
+ExperimentConfig load_config_file(const std::string& path,
+                                  const std::vector<std::string>& overrides = {});
+
+// As load_config_file, for TOML text already in memory; `source_name` stands
+// for the file in error messages (e.g. "experiments/x.toml", "<trace>").
+ExperimentConfig load_config_string(std::string_view toml_text, std::string_view source_name,
+                                    const std::vector<std::string>& overrides = {});
+
+// Every section and every key, in schema order, as TOML that loads back to an
+// equal config: load_config_string(to_toml(c), ...) == c for any valid c. This
+// is what is echoed into results/<name>/config.toml and the trace.
+std::string to_toml(const ExperimentConfig& config);
+
+// The key reference (one Markdown table per section, then the rules between
+// keys), generated from the schema; docs/config.md embeds it verbatim and a
+// test keeps the two identical.
+std::string config_reference_markdown();
+
+}  // namespace headroom

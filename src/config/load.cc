@@ -1,0 +1,272 @@
+// Loading: TOML file -> schema setters -> --set overrides -> rules between keys.
+//
+// Each stage reports every problem it finds (sorted by position), not just the
+// first, so one edit fixes a file; later stages only run on a clean config,
+// because a rule checked against a value that failed to load would only echo
+// the first error.
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "config/config.h"
+#include "config/schema.h"
+#include "config/text.h"
+#include "util/error.h"
+
+namespace headroom {
+
+namespace {
+
+struct Problem {
+  uint32_t line = 0;
+  uint32_t column = 0;
+  std::string message;  // complete, position included
+};
+
+// Where a key got its value, so that a contradiction can point at the line (or
+// --set argument) that set it; `order` says which of two keys was set last.
+struct Origin {
+  std::string where;   // "x.toml:4:21" or "--set zero.stage=0"
+  uint64_t order = 0;  // file position, then overrides after every position
+};
+
+class Loader {
+ public:
+  explicit Loader(std::string_view source_name) : source_(source_name) {}
+
+  void apply_file(std::string_view toml_text);
+  void apply_overrides(const std::vector<std::string>& overrides);
+  void resolve_defaults();
+  void check_rules();
+
+  ExperimentConfig& config() { return config_; }
+
+ private:
+  std::string where(const toml::source_region& region) const {
+    return source_ + ":" + std::to_string(region.begin.line) + ":" +
+           std::to_string(region.begin.column);
+  }
+  void report(const toml::source_region& region, const std::string& what) {
+    problems_.push_back({region.begin.line, region.begin.column, where(region) + ": " + what});
+  }
+  // toml++ walks a table in key order, not file order, so a file value's
+  // order is its position; every override comes after every file value.
+  void set_file_origin(const std::string& key, const toml::source_region& region) {
+    origins_[key] =
+        Origin{where(region), (uint64_t{region.begin.line} << 32) | region.begin.column};
+  }
+  void set_override_origin(const std::string& key, std::string place) {
+    origins_[key] = Origin{std::move(place), kOverrideOrder + ++override_count_};
+  }
+  void apply_section(const std::string& section, const toml::table& table);
+  // Throws one UsageError listing every problem so far, if there is any.
+  void throw_problems(bool sort_by_position);
+
+  std::string source_;
+  ExperimentConfig config_;
+  static constexpr uint64_t kOverrideOrder = uint64_t{1} << 63;
+  std::map<std::string, Origin> origins_;
+  uint64_t override_count_ = 0;
+  std::vector<Problem> problems_;
+};
+
+// " (did you mean "x"?)" for a plausible typo of a key, or "". A key written
+// in the wrong section ("run.lr") is matched by its leaf before spelling.
+std::string suggest_key(std::string_view name) {
+  const size_t dot = name.find('.');
+  const std::string_view leaf = dot == std::string_view::npos ? name : name.substr(dot + 1);
+  std::vector<std::string_view> same_leaf;
+  std::vector<std::string_view> names;
+  for (const ConfigKey& key : config_schema()) {
+    names.push_back(key.name);
+    if (key.leaf() == leaf) same_leaf.push_back(key.name);
+  }
+  std::optional<std::string> near;
+  if (same_leaf.size() == 1) {
+    near = std::string(same_leaf.front());
+  } else {
+    near = nearest_word(name, names);
+  }
+  return near ? " (did you mean " + toml_quote(*near) + "?)" : "";
+}
+
+std::string suggest_section(std::string_view name) {
+  std::vector<std::string_view> sections(config_sections().begin(), config_sections().end());
+  std::optional<std::string> near = nearest_word(name, sections);
+  return near ? " (did you mean " + toml_quote(*near) + "?)" : "";
+}
+
+bool is_section(std::string_view name) {
+  const auto& sections = config_sections();
+  return std::find(sections.begin(), sections.end(), name) != sections.end();
+}
+
+void Loader::apply_file(std::string_view toml_text) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, std::string_view(source_));
+  } catch (const toml::parse_error& error) {
+    throw UsageError(where(error.source()) +
+                     ": TOML syntax error: " + std::string(error.description()));
+  }
+  for (auto&& [key, node] : root) {
+    const std::string section(key.str());
+    if (!is_section(section)) {
+      if (node.is_table())
+        report(node.source(), section + ": unknown section" + suggest_section(section));
+      else
+        report(key.source(), section + ": unknown key" + suggest_key(section));
+      continue;
+    }
+    const toml::table* table = node.as_table();
+    if (!table) {
+      report(node.source(),
+             section + ": expected a table [" + section + "], got " + toml_describe(node));
+      continue;
+    }
+    apply_section(section, *table);
+  }
+  throw_problems(/*sort_by_position=*/true);
+}
+
+void Loader::apply_section(const std::string& section, const toml::table& table) {
+  for (auto&& [key, value] : table) {
+    const std::string name = section + "." + std::string(key.str());
+    const ConfigKey* spec = find_config_key(name);
+    if (!spec) {
+      report(key.source(), name + ": unknown key" + suggest_key(name));
+      continue;
+    }
+    if (std::optional<std::string> complaint = spec->set(config_, value)) {
+      report(value.source(), name + ": " + *complaint);
+      continue;
+    }
+    set_file_origin(name, value.source());
+  }
+}
+
+std::string trim(std::string_view text) {
+  const size_t first = text.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return "";
+  const size_t last = text.find_last_not_of(" \t");
+  return std::string(text.substr(first, last - first + 1));
+}
+
+// The value of "--set key=value" as a TOML value; text that is not one (a bare
+// word, a path) is taken as a string, so `--set run.backend=meta` works
+// without shell-quoted TOML quotes.
+std::unique_ptr<toml::table> parse_override_value(const std::string& value_text) {
+  auto holder = std::make_unique<toml::table>();
+  try {
+    toml::table parsed = toml::parse("value = " + value_text, std::string_view("--set"));
+    // "5\nother = 6" parses, but as two keys: not one value, so a string.
+    if (parsed.size() == 1 && parsed.contains("value")) {
+      *holder = std::move(parsed);
+      return holder;
+    }
+  } catch (const toml::parse_error&) {
+  }
+  holder->insert("value", value_text);
+  return holder;
+}
+
+void Loader::apply_overrides(const std::vector<std::string>& overrides) {
+  for (const std::string& text : overrides) {
+    const std::string place = "--set " + text;
+    const size_t equals = text.find('=');
+    const std::string name = trim(std::string_view(text).substr(0, equals));
+    if (equals == std::string::npos || name.empty()) {
+      problems_.push_back({0, 0, place + ": expected section.key=value, e.g. run.steps=10"});
+      continue;
+    }
+    const ConfigKey* spec = find_config_key(name);
+    if (!spec) {
+      problems_.push_back({0, 0, place + ": " + name + ": unknown key" + suggest_key(name)});
+      continue;
+    }
+    std::unique_ptr<toml::table> holder = parse_override_value(trim(text.substr(equals + 1)));
+    if (std::optional<std::string> complaint = spec->set(config_, *holder->get("value"))) {
+      problems_.push_back({0, 0, place + ": " + name + ": " + *complaint});
+      continue;
+    }
+    set_override_origin(name, place);
+  }
+  // Overrides are reported in the order given, which is the order they apply.
+  throw_problems(/*sort_by_position=*/false);
+}
+
+void Loader::resolve_defaults() {
+  // The preset default ("tiny") stands in only when nothing else names the
+  // architecture: a file that gives model.hf_config means that config.json.
+  if (!origins_.contains("model.preset") && !config_.model.hf_config.empty())
+    config_.model.preset.clear();
+}
+
+void Loader::check_rules() {
+  for (const ConfigRule& rule : config_rules()) {
+    std::optional<std::string> complaint = rule.check(config_);
+    if (!complaint) continue;
+    // Point at whichever of the two keys was set last: that is the edit that
+    // made them contradict. With both at their defaults, name the source.
+    const Origin* origin = nullptr;
+    for (const std::string* key : {&rule.key, &rule.other}) {
+      auto it = origins_.find(*key);
+      if (it != origins_.end() && (!origin || it->second.order > origin->order))
+        origin = &it->second;
+    }
+    problems_.push_back(
+        {0, 0, (origin ? origin->where : source_) + ": " + rule.key + ": " + *complaint});
+  }
+  throw_problems(/*sort_by_position=*/false);
+}
+
+void Loader::throw_problems(bool sort_by_position) {
+  if (problems_.empty()) return;
+  if (sort_by_position) {
+    std::stable_sort(problems_.begin(), problems_.end(), [](const Problem& a, const Problem& b) {
+      return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+    });
+  }
+  std::string message;
+  for (const Problem& problem : problems_) {
+    if (!message.empty()) message += '\n';
+    message += problem.message;
+  }
+  throw UsageError(message);
+}
+
+}  // namespace
+
+ExperimentConfig load_config_string(std::string_view toml_text, std::string_view source_name,
+                                    const std::vector<std::string>& overrides) {
+  Loader loader(source_name);
+  loader.apply_file(toml_text);
+  loader.apply_overrides(overrides);
+  loader.resolve_defaults();
+  loader.check_rules();
+  return loader.config();
+}
+
+ExperimentConfig load_config_file(const std::string& path,
+                                  const std::vector<std::string>& overrides) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) throw UsageError(path + ": cannot open config file: " + std::strerror(errno));
+  std::string text;
+  char buffer[1 << 16];
+  size_t got = 0;
+  while ((got = std::fread(buffer, 1, sizeof buffer, file)) > 0)
+    text.append(buffer, got);
+  // fopen succeeds on a directory; the read is what fails (EISDIR).
+  const int read_errno = std::ferror(file) ? errno : 0;
+  std::fclose(file);
+  if (read_errno != 0)
+    throw UsageError(path + ": cannot read config file: " + std::strerror(read_errno));
+  return load_config_string(text, path, overrides);
+}
+
+}  // namespace headroom

@@ -1,0 +1,101 @@
+// The rules between keys: values that are each fine alone but contradict each
+// other. Each complaint names the other key and its value, so the user sees
+// both halves of the contradiction in one line.
+#include <string>
+
+#include "config/schema.h"
+#include "config/text.h"
+
+namespace headroom {
+
+namespace {
+
+using Complaint = std::optional<std::string>;
+
+std::vector<ConfigRule> build_rules() {
+  return {
+      {"lora.rank", "lora.enabled", "lora.enabled = true requires lora.rank >= 1",
+       [](const ExperimentConfig& c) -> Complaint {
+         if (c.lora.enabled && c.lora.rank < 1)
+           return "must be >= 1 when lora.enabled = true, got " + std::to_string(c.lora.rank);
+         return std::nullopt;
+       }},
+      {"lora.targets", "lora.enabled",
+       "lora.enabled = true requires at least one lora.targets entry",
+       [](const ExperimentConfig& c) -> Complaint {
+         if (c.lora.enabled && c.lora.targets.empty())
+           return std::string("must name at least one module when lora.enabled = true, got []");
+         return std::nullopt;
+       }},
+      {"model.preset", "model.hf_config",
+       "exactly one of model.preset and model.hf_config names the architecture",
+       [](const ExperimentConfig& c) -> Complaint {
+         if (!c.model.preset.empty() && !c.model.hf_config.empty())
+           return toml_quote(c.model.preset) +
+                  " and model.hf_config = " + toml_quote(c.model.hf_config) +
+                  " both name the architecture; set model.preset = \"\" to use model.hf_config";
+         if (c.model.preset.empty() && c.model.hf_config.empty())
+           return std::string(
+               "is \"\" and model.hf_config is \"\" too; one of them must name the architecture");
+         return std::nullopt;
+       }},
+      {"optimizer.master_dtype", "model.dtype",
+       "optimizer.master_dtype = \"bf16\" requires model.dtype = \"bf16\"",
+       [](const ExperimentConfig& c) -> Complaint {
+         // A master copy less precise than the weights it updates would round
+         // away the very updates the weights could hold.
+         if (c.optimizer.master_dtype == Precision::kBf16 && c.model.dtype == Precision::kFp32)
+           return std::string(
+               "\"bf16\" requires model.dtype = \"bf16\", got model.dtype = \"fp32\"");
+         return std::nullopt;
+       }},
+      {"batch.micro_batch_size", "batch.mode",
+       "batch.mode = \"padded\" requires batch.micro_batch_size >= 1",
+       [](const ExperimentConfig& c) -> Complaint {
+         if (c.batch.mode == BatchSection::Mode::kPadded && c.batch.micro_batch_size < 1)
+           return "must be >= 1 when batch.mode = \"padded\", got " +
+                  std::to_string(c.batch.micro_batch_size);
+         return std::nullopt;
+       }},
+      {"attention.window", "attention.mask",
+       "attention.mask = \"sliding_window\" requires attention.window >= 1",
+       [](const ExperimentConfig& c) -> Complaint {
+         if (c.attention.mask == AttentionSection::Mask::kSlidingWindow && c.attention.window < 1)
+           return "must be >= 1 when attention.mask = \"sliding_window\", got " +
+                  std::to_string(c.attention.window);
+         return std::nullopt;
+       }},
+      {"zero.offload_optimizer", "zero.stage",
+       "zero.offload_optimizer = true requires zero.stage >= 1",
+       [](const ExperimentConfig& c) -> Complaint {
+         // Offload moves each rank's optimizer shard to the host; stage 0 has no
+         // shards, and DeepSpeed refuses the same combination.
+         if (c.zero.offload_optimizer && c.zero.stage < 1)
+           return "true requires zero.stage >= 1, got zero.stage = " + std::to_string(c.zero.stage);
+         return std::nullopt;
+       }},
+      {"schedule.warmup_steps", "run.steps", "schedule.warmup_steps <= run.steps",
+       [](const ExperimentConfig& c) -> Complaint {
+         if (c.schedule.warmup_steps > c.run.steps)
+           return "must be <= run.steps = " + std::to_string(c.run.steps) + ", got " +
+                  std::to_string(c.schedule.warmup_steps);
+         return std::nullopt;
+       }},
+      {"schedule.min_lr", "optimizer.lr", "schedule.min_lr <= optimizer.lr",
+       [](const ExperimentConfig& c) -> Complaint {
+         if (c.schedule.min_lr > c.optimizer.lr)
+           return "must be <= optimizer.lr = " + toml_float(c.optimizer.lr) + ", got " +
+                  toml_float(c.schedule.min_lr);
+         return std::nullopt;
+       }},
+  };
+}
+
+}  // namespace
+
+const std::vector<ConfigRule>& config_rules() {
+  static const std::vector<ConfigRule> rules = build_rules();
+  return rules;
+}
+
+}  // namespace headroom

@@ -1,0 +1,531 @@
+#include "config/schema.h"
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include "config/text.h"
+#include "util/bytes.h"
+
+namespace headroom {
+
+std::string_view ConfigKey::section() const {
+  return std::string_view(name).substr(0, name.find('.'));
+}
+
+std::string_view ConfigKey::leaf() const {
+  return std::string_view(name).substr(name.find('.') + 1);
+}
+
+namespace {
+
+using Complaint = std::optional<std::string>;
+
+// A field accessor is a generic lambda `[](auto& c) -> auto& { return c.run.steps; }`:
+// one expression that serves both the setter (mutable) and the getter (const).
+template <class Access>
+using FieldType =
+    std::remove_cvref_t<decltype(std::declval<Access>()(std::declval<ExperimentConfig&>()))>;
+
+// HR_FIELD(run.steps) names the key and reaches its field with the same tokens,
+// so a key's name and the struct member it writes cannot drift apart.
+#define HR_FIELD(path)          \
+#path, [](auto& c) -> auto& { \
+    return c.path;              \
+  }
+
+ConfigKey make_key(std::string name, std::string type, std::string doc,
+                   decltype(ConfigKey::set) set, decltype(ConfigKey::get) get) {
+  ConfigKey key;
+  key.name = std::move(name);
+  key.type = std::move(type);
+  key.doc = std::move(doc);
+  key.set = std::move(set);
+  key.get = std::move(get);
+  key.default_text = key.get(ExperimentConfig{});
+  return key;
+}
+
+// --- integers ---------------------------------------------------------------
+
+constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
+
+template <class Access>
+ConfigKey integer(std::string name, Access field, int64_t min, int64_t max, std::string doc) {
+  using T = FieldType<Access>;
+  static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>);
+  // The field's own type caps the range, so the narrowing store below is exact.
+  max = std::min<int64_t>(max, std::numeric_limits<T>::max());
+  const std::string bounded = " in " + std::to_string(min) + ".." + std::to_string(max);
+  const std::string range = max == static_cast<int64_t>(std::numeric_limits<T>::max())
+                                ? " >= " + std::to_string(min)
+                                : bounded;
+  auto set = [=](ExperimentConfig& c, const toml::node& node) -> Complaint {
+    const auto* value = node.as_integer();
+    if (!value) return "expected an integer, got " + toml_describe(node);
+    const int64_t v = value->get();
+    if (v < min) return "expected an integer" + range + ", got " + std::to_string(v);
+    // Past the field's own limit the ">= min" of the docs would not explain it.
+    if (v > max) return "expected an integer" + bounded + ", got " + std::to_string(v);
+    field(c) = static_cast<T>(v);
+    return std::nullopt;
+  };
+  auto get = [=](const ExperimentConfig& c) { return std::to_string(field(c)); };
+  return make_key(std::move(name), "integer" + range, std::move(doc), set, get);
+}
+
+// --- floats -----------------------------------------------------------------
+
+// An interval over the reals; bounds are optional and open or closed.
+struct Interval {
+  std::optional<double> low;
+  bool low_closed = true;
+  std::optional<double> high;
+  bool high_closed = false;
+
+  bool contains(double v) const {
+    if (!std::isfinite(v)) return false;
+    if (low && (low_closed ? v < *low : v <= *low)) return false;
+    if (high && (high_closed ? v > *high : v >= *high)) return false;
+    return true;
+  }
+  // " > 0", " >= 0", " in [0, 1)"
+  std::string text() const {
+    auto number = [](double v) {
+      std::string t = toml_float(v);
+      // "0" reads better than "0.0" in a range; the value is exact either way.
+      if (t.size() > 2 && t.ends_with(".0")) t.resize(t.size() - 2);
+      return t;
+    };
+    if (low && high)
+      return std::string(" in ") + (low_closed ? "[" : "(") + number(*low) + ", " + number(*high) +
+             (high_closed ? "]" : ")");
+    if (low) return std::string(low_closed ? " >= " : " > ") + number(*low);
+    if (high) return std::string(high_closed ? " <= " : " < ") + number(*high);
+    return "";
+  }
+};
+
+const Interval kPositive{.low = 0.0, .low_closed = false, .high = {}, .high_closed = false};
+const Interval kNonNegative{.low = 0.0, .low_closed = true, .high = {}, .high_closed = false};
+const Interval kUnitHalfOpen{.low = 0.0, .low_closed = true, .high = 1.0, .high_closed = false};
+
+// A float key also takes a TOML integer (`lr = 1` means 1.0), as people write.
+std::optional<double> as_number(const toml::node& node) {
+  if (const auto* f = node.as_floating_point()) return f->get();
+  if (const auto* i = node.as_integer()) return static_cast<double>(i->get());
+  return std::nullopt;
+}
+
+template <class Access>
+ConfigKey number(std::string name, Access field, Interval range, std::string doc) {
+  auto set = [=](ExperimentConfig& c, const toml::node& node) -> Complaint {
+    const std::optional<double> v = as_number(node);
+    if (!v) return "expected a float, got " + toml_describe(node);
+    if (!range.contains(*v))
+      return "expected a float" + range.text() + ", got " + toml_render(node);
+    field(c) = *v;
+    return std::nullopt;
+  };
+  auto get = [=](const ExperimentConfig& c) { return toml_float(field(c)); };
+  return make_key(std::move(name), "float" + range.text(), std::move(doc), set, get);
+}
+
+// --- booleans and strings -----------------------------------------------------
+
+template <class Access>
+ConfigKey boolean(std::string name, Access field, std::string doc) {
+  auto set = [=](ExperimentConfig& c, const toml::node& node) -> Complaint {
+    const auto* value = node.as_boolean();
+    if (!value) return "expected a boolean (true or false), got " + toml_describe(node);
+    field(c) = value->get();
+    return std::nullopt;
+  };
+  auto get = [=](const ExperimentConfig& c) { return std::string(field(c) ? "true" : "false"); };
+  return make_key(std::move(name), "boolean", std::move(doc), set, get);
+}
+
+// What a string must look like beyond being a string; nullopt when acceptable,
+// else what was expected ("a non-empty path").
+using StringCheck = std::function<std::optional<std::string>(std::string_view)>;
+
+template <class Access>
+ConfigKey string(std::string name, Access field, std::string doc, StringCheck check = nullptr) {
+  auto set = [=](ExperimentConfig& c, const toml::node& node) -> Complaint {
+    const auto* value = node.as_string();
+    if (!value) return "expected a string, got " + toml_describe(node);
+    if (check) {
+      if (auto expected = check(value->get()))
+        return "expected " + *expected + ", got " + toml_quote(value->get());
+    }
+    field(c) = value->get();
+    return std::nullopt;
+  };
+  auto get = [=](const ExperimentConfig& c) { return toml_quote(field(c)); };
+  return make_key(std::move(name), "string", std::move(doc), set, get);
+}
+
+std::optional<std::string> non_empty_path(std::string_view text) {
+  if (text.empty()) return "a non-empty path";
+  return std::nullopt;
+}
+
+// run.name becomes a folder under run.out_dir, so it must be one path component.
+std::optional<std::string> folder_name(std::string_view text) {
+  if (text.empty() || text == "." || text == ".." || text.find('/') != std::string_view::npos)
+    return "a non-empty name without '/'";
+  return std::nullopt;
+}
+
+// --- closed choices -----------------------------------------------------------
+
+template <class E>
+std::vector<std::string_view> names_of() {
+  return {EnumNames<E>::kNames.begin(), EnumNames<E>::kNames.end()};
+}
+
+template <class Access>
+ConfigKey choice(std::string name, Access field, std::string doc) {
+  using E = FieldType<Access>;
+  const std::vector<std::string_view> names = names_of<E>();
+  const std::string choices = quoted_choices(names);
+  auto set = [=](ExperimentConfig& c, const toml::node& node) -> Complaint {
+    const auto* value = node.as_string();
+    if (!value) return "expected " + choices + ", got " + toml_describe(node);
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == value->get()) {
+        field(c) = static_cast<E>(i);
+        return std::nullopt;
+      }
+    }
+    std::string complaint = "expected " + choices + ", got " + toml_quote(value->get());
+    if (auto near = nearest_word(value->get(), names))
+      complaint += " (did you mean " + toml_quote(*near) + "?)";
+    return complaint;
+  };
+  auto get = [=](const ExperimentConfig& c) { return toml_quote(name_of(field(c))); };
+  return make_key(std::move(name), choices, std::move(doc), set, get);
+}
+
+// --- byte sizes ---------------------------------------------------------------
+
+// The exact unit that gives the smallest number, so an echoed config reads as
+// the user wrote it ("80GiB", "80GB") and still loads back to the same bytes.
+std::string render_bytes(uint64_t bytes) {
+  struct Unit {
+    const char* suffix;
+    uint64_t size;
+  };
+  static constexpr Unit kUnits[] = {
+      {"TiB", kTiB}, {"TB", 1000ull * 1000 * 1000 * 1000},
+      {"GiB", kGiB}, {"GB", 1000ull * 1000 * 1000},
+      {"MiB", kMiB}, {"MB", 1000ull * 1000},
+      {"KiB", kKiB}, {"kB", 1000},
+  };
+  if (bytes != 0) {
+    for (const Unit& unit : kUnits)
+      if (bytes % unit.size == 0)
+        return toml_quote(std::to_string(bytes / unit.size) + unit.suffix);
+  }
+  // A TOML integer is signed 64-bit; larger counts travel as a digit string.
+  if (bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return toml_quote(std::to_string(bytes));
+  return std::to_string(bytes);
+}
+
+template <class Access>
+ConfigKey byte_size(std::string name, Access field, std::string doc) {
+  auto set = [=](ExperimentConfig& c, const toml::node& node) -> Complaint {
+    const std::string expected =
+        "expected a byte size like \"80GiB\", \"1.5GB\" or an integer, got ";
+    if (const auto* integer_value = node.as_integer()) {
+      if (integer_value->get() < 0) return expected + std::to_string(integer_value->get());
+      field(c) = static_cast<uint64_t>(integer_value->get());
+      return std::nullopt;
+    }
+    if (const auto* string_value = node.as_string()) {
+      std::optional<uint64_t> bytes = parse_bytes(string_value->get());
+      if (!bytes) return expected + toml_quote(string_value->get());
+      field(c) = *bytes;
+      return std::nullopt;
+    }
+    return expected + toml_describe(node);
+  };
+  auto get = [=](const ExperimentConfig& c) { return render_bytes(field(c)); };
+  return make_key(std::move(name), "byte size: integer or \"80GiB\", \"1.5GB\", \"512MiB\"",
+                  std::move(doc), set, get);
+}
+
+// --- keys with a shape of their own ---------------------------------------------
+
+// "none" = 0, "full" = 1, "every_<k>" = k: checkpoint every k-th block.
+ConfigKey activation_checkpointing() {
+  const std::string expected = "expected \"none\", \"full\" or \"every_<k>\" with k >= 1, got ";
+  auto set = [=](ExperimentConfig& c, const toml::node& node) -> Complaint {
+    const auto* value = node.as_string();
+    if (!value) return expected + toml_describe(node);
+    const std::string& text = value->get();
+    if (text == "none") {
+      c.checkpoint.activations = 0;
+      return std::nullopt;
+    }
+    if (text == "full") {
+      c.checkpoint.activations = 1;
+      return std::nullopt;
+    }
+    constexpr std::string_view kPrefix = "every_";
+    if (text.starts_with(kPrefix) && text.size() > kPrefix.size()) {
+      int k = 0;
+      const char* first = text.data() + kPrefix.size();
+      const char* last = text.data() + text.size();
+      auto [end, ec] = std::from_chars(first, last, k);
+      if (ec == std::errc() && end == last && k >= 1) {
+        c.checkpoint.activations = k;
+        return std::nullopt;
+      }
+    }
+    return expected + toml_quote(text);
+  };
+  auto get = [](const ExperimentConfig& c) {
+    const int k = c.checkpoint.activations;
+    if (k == 0) return toml_quote("none");
+    if (k == 1) return toml_quote("full");
+    return toml_quote("every_" + std::to_string(k));
+  };
+  return make_key("checkpoint.activations", "\"none\", \"full\" or \"every_<k>\" (k >= 1)",
+                  "Activation checkpointing: keep only each checkpointed block's input and "
+                  "recompute the rest in backward. \"full\" checkpoints every block, "
+                  "\"every_<k>\" every k-th block, \"none\" keeps all activations.",
+                  set, get);
+}
+
+// The projections of a Llama/Qwen block, by their Hugging Face module names.
+const std::vector<std::string_view> kLoraTargets = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                                                    "gate_proj", "up_proj", "down_proj"};
+
+ConfigKey lora_targets() {
+  const std::string choices = quoted_choices(kLoraTargets);
+  auto set = [=](ExperimentConfig& c, const toml::node& node) -> Complaint {
+    const auto* array = node.as_array();
+    if (!array) return "expected an array of module names, got " + toml_describe(node);
+    std::vector<std::string> targets;
+    for (const toml::node& element : *array) {
+      const auto* name = element.as_string();
+      if (!name)
+        return "expected an array of module names, got " + toml_describe(element) + " in it";
+      bool known = false;
+      for (std::string_view target : kLoraTargets)
+        known = known || target == name->get();
+      if (!known) {
+        std::string complaint =
+            "expected module names from " + choices + ", got " + toml_quote(name->get());
+        if (auto near = nearest_word(name->get(), kLoraTargets))
+          complaint += " (did you mean " + toml_quote(*near) + "?)";
+        return complaint;
+      }
+      for (const std::string& seen : targets)
+        if (seen == name->get()) return toml_quote(seen) + " is listed twice";
+      targets.push_back(name->get());
+    }
+    c.lora.targets = std::move(targets);
+    return std::nullopt;
+  };
+  auto get = [](const ExperimentConfig& c) {
+    std::string text = "[";
+    for (const std::string& target : c.lora.targets)
+      text += (text.size() > 1 ? ", " : "") + toml_quote(target);
+    return text + "]";
+  };
+  return make_key("lora.targets", "array of " + choices,
+                  "Linear layers of every block that get a LoRA adapter; the rest stay frozen "
+                  "without one.",
+                  set, get);
+}
+
+ConfigKey adam_betas() {
+  const std::string expected = "expected an array of two floats in [0, 1), got ";
+  auto set = [=](ExperimentConfig& c, const toml::node& node) -> Complaint {
+    const auto* array = node.as_array();
+    if (!array) return expected + toml_describe(node);
+    if (array->size() != 2) return expected + toml_render(node);
+    std::array<double, 2> betas{};
+    for (size_t i = 0; i < 2; ++i) {
+      const std::optional<double> beta = as_number(*array->get(i));
+      if (!beta || !kUnitHalfOpen.contains(*beta)) return expected + toml_render(node);
+      betas[i] = *beta;
+    }
+    c.optimizer.betas = betas;
+    return std::nullopt;
+  };
+  auto get = [](const ExperimentConfig& c) {
+    return "[" + toml_float(c.optimizer.betas[0]) + ", " + toml_float(c.optimizer.betas[1]) + "]";
+  };
+  return make_key("optimizer.betas", "array of two floats in [0, 1)",
+                  "AdamW's decay rates for the first and second moment estimates.", set, get);
+}
+
+std::vector<ConfigKey> build_schema() {
+  return {
+      // [run]
+      string(HR_FIELD(run.name),
+             "Names the run: its folder is <run.out_dir>/<run.name>/ and the trace records it.",
+             folder_name),
+      integer(HR_FIELD(run.seed), 0, kNoMax,
+              "Seed for dropout and any other randomness drawn during steps."),
+      integer(HR_FIELD(run.steps), 1, kNoMax, "Optimizer steps to run."),
+      choice(HR_FIELD(run.backend),
+             "Where the math runs. \"meta\" computes nothing and allocates exactly what a real "
+             "run would: `headroom plan` uses it."),
+      string(HR_FIELD(run.out_dir), "Folder that holds one subfolder per run.", non_empty_path),
+
+      // [model]
+      string(HR_FIELD(model.preset),
+             "Built-in architecture (\"tiny\", \"qwen3-8b\", ...). Set to \"\" to use "
+             "model.hf_config; the default \"tiny\" applies only when model.hf_config is not "
+             "given."),
+      string(HR_FIELD(model.hf_config),
+             "Path to a Hugging Face config.json that defines the architecture instead of "
+             "model.preset."),
+      string(HR_FIELD(model.weights),
+             "safetensors file or folder with Hugging Face tensor names; \"\" = random "
+             "initialization from model.seed."),
+      choice(HR_FIELD(model.dtype), "Storage type of the weights, activations and gradients."),
+      integer(HR_FIELD(model.seed), 0, kNoMax,
+              "Seed of the random initialization when model.weights is \"\"."),
+
+      // [lora]
+      boolean(HR_FIELD(lora.enabled),
+              "Train low-rank adapters only; the base weights are frozen and get no gradients "
+              "or optimizer states."),
+      integer(HR_FIELD(lora.rank), 0, kNoMax, "Rank r of each adapter (A: r x in, B: out x r)."),
+      number(HR_FIELD(lora.alpha), kPositive, "The adapter's output is scaled by alpha / rank."),
+      number(HR_FIELD(lora.dropout), kUnitHalfOpen,
+             "Dropout on the adapter's input during training."),
+      lora_targets(),
+
+      // [data]
+      string(HR_FIELD(data.path),
+             "Tokenized HDF5 dataset written by data_tools/; required by `train` and `plan`."),
+      integer(HR_FIELD(data.max_sample_tokens), 0, kNoMax,
+              "Samples longer than this are truncated to it; 0 = never truncate."),
+      boolean(HR_FIELD(data.shuffle), "Shuffle sample order every epoch."),
+      integer(HR_FIELD(data.seed), 0, kNoMax, "Seed of the shuffle."),
+
+      // [batch]
+      choice(HR_FIELD(batch.mode),
+             "\"packed\": samples are concatenated into token-budget bins (THD, cu_seqlens), no "
+             "padding. \"padded\": micro_batch_size samples padded to one length ([B, S])."),
+      integer(HR_FIELD(batch.max_tokens_per_micro_batch), 1, kNoMax,
+              "Packed: token budget of one micro-batch, filled first-fit; a longer sample gets a "
+              "micro-batch of its own."),
+      integer(HR_FIELD(batch.micro_batch_size), 0, kNoMax,
+              "Samples per micro-batch. Padded: required, >= 1. Packed: a cap on samples per "
+              "bin, 0 = no cap."),
+      integer(HR_FIELD(batch.grad_accum), 1, kNoMax,
+              "Micro-batches whose gradients are summed into one optimizer step."),
+      integer(HR_FIELD(batch.seq_len), 0, kNoMax,
+              "Padded: every sample is padded to this length; 0 = to the longest sample of the "
+              "micro-batch."),
+
+      // [attention]
+      choice(HR_FIELD(attention.backend),
+             "\"block_sparse\": flash attention over the mask's nonzero blocks, saves only the "
+             "logsumexp. \"dense_additive\": materializes a [B, H, S, S] additive mask and "
+             "scores, as SDPA's math fallback does."),
+      choice(HR_FIELD(attention.mask),
+             "Which keys each query sees: \"causal\"; \"document\" (causal within each packed "
+             "sample); \"sliding_window\" (causal, the last attention.window tokens); "
+             "\"dflash_block\" (DFlash draft blocks of attention.block_size)."),
+      integer(HR_FIELD(attention.block_size), 1, kNoMax,
+              "Tile edge of the block-sparse kernel, and the block length of \"dflash_block\"."),
+      integer(HR_FIELD(attention.window), 0, kNoMax,
+              "\"sliding_window\": tokens each query attends to, itself included."),
+
+      // [loss]
+      integer(HR_FIELD(loss.chunk_size), 0, kNoMax,
+              "Tokens per chunk of the fused linear + cross-entropy; 0 = all logits at once."),
+      choice(HR_FIELD(loss.mode),
+             "\"save\" keeps every chunk's softmax for backward (chunking alone saves nothing); "
+             "\"recompute\" keeps only the logsumexp and recomputes logits in backward."),
+      choice(HR_FIELD(loss.logits_dtype), "Type of the logits and softmax (\"fp32\" upcasts)."),
+
+      // [memory]
+      byte_size(HR_FIELD(memory.device_capacity),
+                "Allocations past this many bytes raise an out-of-memory postmortem, as on a "
+                "device of that size; 0 = unlimited (the device's own size on cuda)."),
+      choice(HR_FIELD(memory.allocator),
+             "\"caching\": PyTorch's rounding, pools and segments, so reserved > allocated as in "
+             "PyTorch. \"exact\": every block exactly its size."),
+
+      // [zero]
+      integer(HR_FIELD(zero.stage), 0, 3,
+              "ZeRO stage: 1 shards optimizer states, 2 also gradients, 3 also parameters."),
+      integer(HR_FIELD(zero.prefetch), 0, kNoMax,
+              "Stage 3: blocks gathered ahead of the one computing."),
+      boolean(HR_FIELD(zero.offload_optimizer),
+              "Keep optimizer states (and the update) in host memory."),
+
+      // [checkpoint]
+      activation_checkpointing(),
+      integer(HR_FIELD(checkpoint.save_every), 0, kNoMax,
+              "Steps between saved checkpoints; 0 = none during the run."),
+      string(HR_FIELD(checkpoint.dir),
+             "Where checkpoints go; \"\" = <run.out_dir>/<run.name>/checkpoints."),
+      choice(HR_FIELD(checkpoint.format),
+             "\"sharded\": each rank writes its own shard. \"consolidated\": one file with "
+             "Hugging Face tensor names."),
+      boolean(HR_FIELD(checkpoint.save_initial), "Also save before the first step."),
+
+      // [optimizer]
+      number(HR_FIELD(optimizer.lr), kPositive, "Peak learning rate of AdamW."),
+      adam_betas(),
+      number(HR_FIELD(optimizer.eps), kPositive, "AdamW's epsilon."),
+      number(HR_FIELD(optimizer.weight_decay), kNonNegative, "Decoupled weight decay."),
+      number(HR_FIELD(optimizer.grad_clip), kNonNegative,
+             "Clip the global gradient norm to this; 0 = no clipping."),
+      choice(HR_FIELD(optimizer.master_dtype),
+             "Type of the master weights and of AdamW's two moment states."),
+
+      // [schedule]
+      integer(HR_FIELD(schedule.warmup_steps), 0, kNoMax,
+              "Steps of linear warmup from 0 to optimizer.lr."),
+      choice(HR_FIELD(schedule.decay), "Decay from optimizer.lr to schedule.min_lr after warmup."),
+      number(HR_FIELD(schedule.min_lr), kNonNegative, "Learning rate at the last step."),
+
+      // [trace]
+      boolean(HR_FIELD(trace.memory_events),
+              "Record every allocation and free in /memory/events (the per-step peaks are always "
+              "recorded)."),
+      integer(HR_FIELD(trace.flush_every), 1, kNoMax,
+              "Steps between flushes of the HDF5 trace; a killed run keeps every flushed step."),
+  };
+}
+
+#undef HR_FIELD
+
+}  // namespace
+
+const std::vector<ConfigKey>& config_schema() {
+  static const std::vector<ConfigKey> schema = build_schema();
+  return schema;
+}
+
+const ConfigKey* find_config_key(std::string_view name) {
+  for (const ConfigKey& key : config_schema())
+    if (key.name == name) return &key;
+  return nullptr;
+}
+
+const std::vector<std::string>& config_sections() {
+  static const std::vector<std::string> sections = [] {
+    std::vector<std::string> names;
+    for (const ConfigKey& key : config_schema())
+      if (names.empty() || names.back() != key.section()) names.emplace_back(key.section());
+    return names;
+  }();
+  return sections;
+}
+
+}  // namespace headroom
