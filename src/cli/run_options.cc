@@ -1,0 +1,50 @@
+#include "run_options.h"
+
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "util/error.h"
+
+namespace po = boost::program_options;
+
+namespace headroom {
+
+bool parse_run_options(const std::string& command, const std::vector<std::string>& args,
+                       RunOptions& options) {
+  po::options_description visible("options");
+  visible.add_options()("help,h", "print this help")(
+      "set", po::value<std::vector<std::string>>(&options.overrides)->composing(),
+      "override a config key: --set section.key=value (repeatable; validated like the file)")(
+      "print-config", po::bool_switch(&options.print_config),
+      "print the resolved config (file + --set) as TOML and exit")(
+      "overwrite", po::bool_switch(&options.overwrite),
+      "replace the trace of an earlier run with the same run.name");
+  po::options_description hidden;
+  hidden.add_options()("config", po::value<std::string>(&options.config_path));
+  po::options_description all;
+  all.add(visible).add(hidden);
+  po::positional_options_description positional;
+  positional.add("config", 1);
+
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string(e.what()) + " (see headroom " + command + " --help)");
+  }
+  if (vm.count("help")) {
+    std::cout << "usage: headroom " << command << " [exp.toml] [options]\n\n"
+              << (command == "plan"
+                      ? "Runs the experiment's schedule on the meta backend: every allocation and\n"
+                        "free of the real run, no math. Writes results/<run.name>/plan.rank<R>.h5.\n"
+                      : "Runs the experiment. Writes results/<run.name>/trace.rank<R>.h5 and\n"
+                        "config.toml. With no file, runs the embedded quickstart experiment.\n")
+              << "\n"
+              << visible << "\n";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace headroom

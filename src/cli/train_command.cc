@@ -1,0 +1,12 @@
+#include "commands.h"
+#include "run_experiment.h"
+
+namespace headroom {
+
+int train_command(const std::vector<std::string>& args) {
+  RunOptions options;
+  if (!parse_run_options("train", args, options)) return 0;
+  return run_experiment(options, RunMode::kTrain);
+}
+
+}  // namespace headroom
