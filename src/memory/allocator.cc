@@ -132,6 +132,7 @@ Allocator::Segment* Allocator::try_map_segment(uint64_t bytes, bool small_pool, 
   void* address = source_->map(bytes);
   if (address == nullptr) return nullptr;
   auto segment = std::make_unique<Segment>();
+  segment->serial = next_segment_serial_++;
   segment->address = static_cast<char*>(address);
   segment->size = bytes;
   segment->small_pool = small_pool;
@@ -175,9 +176,10 @@ Allocator::Block* Allocator::new_block() {
 }
 
 Allocator::Block* Allocator::take_free_block(Pool& pool, uint64_t size) {
+  Segment oldest;  // serial 0 and offset 0: the smallest key of this size
   Block key;
   key.size = size;
-  key.address = nullptr;
+  key.segment = &oldest;
   auto it = pool.lower_bound(&key);
   if (it == pool.end()) return nullptr;
   Block* block = *it;
@@ -303,9 +305,13 @@ void Allocator::free(const Allocation& allocation) {
 }
 
 void Allocator::release_cached_segments() {
+  // In creation order, not address order, so plan and run emit the same
+  // segment_free sequence.
   std::vector<Segment*> whole_free;
   for (auto& [address, segment] : segments_)
     if (segment->live_blocks == 0) whole_free.push_back(segment.get());
+  std::sort(whole_free.begin(), whole_free.end(),
+            [](const Segment* a, const Segment* b) { return a->serial < b->serial; });
   for (Segment* segment : whole_free)
     unmap_segment(segment);
 }

@@ -13,8 +13,8 @@
 //    sizes rounded up to 512 B; requests <= 1 MiB come from a small pool carved
 //    out of 2 MiB segments; larger requests from a large pool whose segments
 //    are 20 MiB for requests under 10 MiB and the request rounded up to 2 MiB
-//    otherwise; best-fit reuse of free cached blocks (smallest that fits,
-//    lowest address on ties); a free block is split when the remainder would
+//    otherwise; best-fit reuse of free cached blocks (smallest that fits;
+//    ties: oldest segment, then lowest offset); a free block is split when the remainder would
 //    be >= 512 B (small pool) or > 1 MiB (large pool); freed blocks merge with
 //    free neighbours in their segment; cached segments count as reserved; when
 //    a segment cannot be had (source failure or capacity) every fully free
@@ -162,15 +162,22 @@ class Allocator {
     int64_t step = -1;
   };
   struct Segment {
+    uint64_t serial = 0;  // creation order: orders segments without looking at addresses
     char* address = nullptr;
     uint64_t size = 0;
     bool small_pool = false;
     Block* first = nullptr;
     uint64_t live_blocks = 0;
   };
-  struct BlockOrder {  // best fit: smallest size, then lowest address
+  // Best fit: smallest size; ties go to the oldest segment, then the lowest
+  // offset in it. PyTorch breaks ties by raw address; host, cuda and virtual
+  // addresses are ordered differently, so that would let plan and run pick
+  // different blocks. Segment age and offset are the same on every source.
+  struct BlockOrder {
     bool operator()(const Block* a, const Block* b) const {
       if (a->size != b->size) return a->size < b->size;
+      if (a->segment->serial != b->segment->serial)
+        return a->segment->serial < b->segment->serial;
       return a->address < b->address;
     }
   };
@@ -203,6 +210,7 @@ class Allocator {
   int64_t step_ = -1;
   uint64_t next_id_ = 1;
   uint64_t next_seq_ = 0;
+  uint64_t next_segment_serial_ = 0;
   std::chrono::steady_clock::time_point start_;
 
   std::vector<std::string> tags_;

@@ -350,3 +350,45 @@ TEST(MetaSource, PlansEightyGiBWithoutTouchingMemory) {
 
 }  // namespace
 }  // namespace headroom
+
+namespace headroom {
+namespace {
+
+// Plan = run needs the same decisions whatever the addresses: run one
+// allocation pattern on host and on virtual memory and compare every event
+// but the address.
+TEST(Determinism, HostAndVirtualSourcesMakeTheSameDecisions) {
+  auto pattern = [](Allocator& a) {
+    std::vector<Allocation> keep, drop;
+    for (int i = 0; i < 40; ++i) {
+      uint64_t size = (static_cast<uint64_t>(i * 7919) % 23 + 1) * 512 * 1024;
+      (i % 3 ? drop : keep).push_back(a.allocate(size, Category::kActivation, "x"));
+    }
+    for (auto& x : drop) a.free(x);
+    for (int i = 0; i < 20; ++i)
+      keep.push_back(a.allocate((static_cast<uint64_t>(i) % 5 + 1) * MiB, Category::kGrad, "y"));
+    a.empty_cache();
+    for (auto& x : keep) a.free(x);
+    a.empty_cache();
+  };
+  Allocator host(make_host_source(), AllocatorOptions{});
+  Allocator meta(make_virtual_source(), AllocatorOptions{});
+  Recorder on_host, on_meta;
+  host.add_observer(&on_host);
+  meta.add_observer(&on_meta);
+  pattern(host);
+  pattern(meta);
+  ASSERT_EQ(on_host.events.size(), on_meta.events.size());
+  for (size_t i = 0; i < on_host.events.size(); ++i) {
+    const MemoryEvent& h = on_host.events[i];
+    const MemoryEvent& m = on_meta.events[i];
+    ASSERT_EQ(h.action, m.action) << "event " << i;
+    ASSERT_EQ(h.bytes, m.bytes) << "event " << i;
+    ASSERT_EQ(h.tag_id, m.tag_id) << "event " << i;
+  }
+  host.remove_observer(&on_host);
+  meta.remove_observer(&on_meta);
+}
+
+}  // namespace
+}  // namespace headroom

@@ -1,0 +1,32 @@
+// add: out = a + b elementwise; same shape and dtype (fp32 or bf16). bf16
+// adds in fp32 and rounds once to nearest even. out may be a or b itself
+// (the residual stream updates in place); partial overlap is rejected.
+// Allocates: nothing.
+#include "backend/cpu/cpu_backend.h"
+#include "backend/op_checks.h"
+
+namespace headroom {
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
+  check_add(kind(), a, b, out);
+  int64_t n = a.numel();
+  // Element i is read before it is written, by the same iteration, so
+  // aliasing out with a or b is safe under any schedule.
+  if (a.dtype() == DType::kF32) {
+    const float* pa = a.data<float>();
+    const float* pb = b.data<float>();
+    float* po = out.data<float>();
+#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
+    for (int64_t i = 0; i < n; ++i)
+      po[i] = pa[i] + pb[i];
+  } else {
+    const bf16* pa = a.data<bf16>();
+    const bf16* pb = b.data<bf16>();
+    bf16* po = out.data<bf16>();
+#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
+    for (int64_t i = 0; i < n; ++i)
+      po[i] = to_bf16(to_float(pa[i]) + to_float(pb[i]));
+  }
+}
+
+}  // namespace headroom

@@ -1,0 +1,48 @@
+// cast: a new tensor holding x converted to `dtype`.
+//   fp32 -> bf16: round to nearest even (to_bf16); NaN stays NaN, overflow
+//                 goes to inf, as in PyTorch.
+//   bf16 -> fp32: exact.
+//   int32 / int64 / uint8 -> fp32: exact below 2^24, round-to-nearest above.
+//   same dtype: a copy.
+// Allocates: the output (the caller's category and tag), after the checks, so
+// a rejected cast allocates nothing.
+#include <cstring>
+
+#include "backend/cpu/convert.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/op_checks.h"
+
+namespace headroom {
+
+namespace {
+
+template <typename T>
+void integers_to_float(const T* src, float* dst, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = static_cast<float>(src[i]);
+}
+
+}  // namespace
+
+Tensor CpuBackend::cast(const Tensor& x, DType dtype, Category category, std::string_view tag) {
+  check_cast(kind(), x, dtype);
+  Tensor out = empty(x.shape(), dtype, category, tag);
+  int64_t n = x.numel();
+  if (x.dtype() == dtype) {
+    copy(x, out);
+  } else if (x.dtype() == DType::kF32 && dtype == DType::kBF16) {
+    round_to_bf16(x.data<float>(), out.data<bf16>(), n);
+  } else if (x.dtype() == DType::kBF16 && dtype == DType::kF32) {
+    widen_bf16(x.data<bf16>(), out.data<float>(), n);
+  } else if (x.dtype() == DType::kI32) {
+    integers_to_float(x.data<int32_t>(), out.data<float>(), n);
+  } else if (x.dtype() == DType::kI64) {
+    integers_to_float(x.data<int64_t>(), out.data<float>(), n);
+  } else {
+    integers_to_float(x.data<uint8_t>(), out.data<float>(), n);
+  }
+  return out;
+}
+
+}  // namespace headroom

@@ -1,0 +1,28 @@
+// fill_uniform: x[i] = random_uniform(seed, i, lo, hi) (backend/rng.h), i the
+// flat index; bf16 stores that fp32 value rounded to nearest even.
+// Deterministic in (seed, i) alone: any thread count, any backend, any split
+// of the loop gives the same bits.
+// Allocates: nothing.
+#include "backend/cpu/cpu_backend.h"
+#include "backend/op_checks.h"
+#include "backend/rng.h"
+
+namespace headroom {
+
+void CpuBackend::fill_uniform(Tensor& x, uint64_t seed, float lo, float hi) {
+  check_fill_uniform(kind(), x, lo, hi);
+  int64_t n = x.numel();
+  if (x.dtype() == DType::kF32) {
+    float* p = x.data<float>();
+#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = random_uniform(seed, static_cast<uint64_t>(i), lo, hi);
+  } else {
+    bf16* p = x.data<bf16>();
+#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = to_bf16(random_uniform(seed, static_cast<uint64_t>(i), lo, hi));
+  }
+}
+
+}  // namespace headroom

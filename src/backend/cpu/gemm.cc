@@ -1,0 +1,94 @@
+// gemm: C = alpha * op(A) @ op(B) + beta * C, op(X) = X or X^T, via a oneDNN
+// matmul primitive (AMX / AVX-512 / AVX2 kernels chosen by oneDNN at run time).
+//   fp32 x fp32 -> fp32; bf16 x bf16 -> fp32 or bf16, accumulated in fp32 and
+//   rounded to bf16 once, at the end.
+//   Transposes are strides in the memory descriptors: nothing is copied.
+//   beta = 0: C is write-only (no sum post-op), so NaN garbage in C is ignored.
+//   k = 0: C = beta * C. m = 0 or n = 0: nothing.
+// One primitive per GemmKey (shape, transposes, dtypes, alpha, beta), made on
+// first use and cached in the backend: making one costs milliseconds.
+// Allocates (category workspace, freed before returning; see gemm_plan.h):
+//   gemm.a_fp32, gemm.b_fp32 [, gemm.c_fp32]  only on the kWidened route
+//   gemm.scratchpad                           only when oneDNN asks for one
+#include <type_traits>
+#include <unordered_map>
+
+#include "backend/cpu/convert.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/op_checks.h"
+
+namespace headroom {
+
+namespace {
+
+// C = beta * C, for k = 0, where A @ B is an empty sum.
+template <typename T>
+void scale_in_place(T* c, int64_t n, float beta) {
+#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<T, bf16>) {
+      c[i] = beta == 0.0f ? to_bf16(0.0f) : to_bf16(beta * to_float(c[i]));
+    } else {
+      c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
+                      Tensor& c, float alpha, float beta) {
+  GemmDims dims = check_gemm(kind(), a, transpose_a, b, transpose_b, c);
+  GemmPlan& plan = gemm_plans_.get(
+      make_gemm_key(dims, transpose_a, transpose_b, a.dtype(), c.dtype(), alpha, beta));
+  GemmScratch scratch = allocate_gemm_scratch(*this, plan, a, b, c);
+
+  switch (plan.route) {
+    case GemmRoute::kNothing:
+      return;
+    case GemmRoute::kScale:
+      if (c.dtype() == DType::kF32)
+        scale_in_place(c.data<float>(), c.numel(), beta);
+      else
+        scale_in_place(c.data<bf16>(), c.numel(), beta);
+      return;
+    case GemmRoute::kNative:
+    case GemmRoute::kWidened:
+      break;
+  }
+
+  // The tensors the primitive reads and writes: the operands themselves, or
+  // on kWidened their fp32 copies (a bf16 C is read only when beta != 0).
+  void* a_data = a.raw();
+  void* b_data = b.raw();
+  void* c_data = c.raw();
+  if (plan.route == GemmRoute::kWidened) {
+    widen_bf16(a.data<bf16>(), scratch.a_fp32.data<float>(), a.numel());
+    widen_bf16(b.data<bf16>(), scratch.b_fp32.data<float>(), b.numel());
+    a_data = scratch.a_fp32.raw();
+    b_data = scratch.b_fp32.raw();
+    if (scratch.c_fp32.defined()) {
+      if (beta != 0.0f) widen_bf16(c.data<bf16>(), scratch.c_fp32.data<float>(), c.numel());
+      c_data = scratch.c_fp32.raw();
+    }
+  }
+
+  const dnnl::engine& engine = gemm_plans_.engine();
+  const dnnl::matmul::primitive_desc& pd = plan.descriptor;
+  // oneDNN takes non-const handles; it only reads src and weights.
+  dnnl::memory a_mem(pd.src_desc(), engine, a_data);
+  dnnl::memory b_mem(pd.weights_desc(), engine, b_data);
+  dnnl::memory c_mem(pd.dst_desc(), engine, c_data);
+  std::unordered_map<int, dnnl::memory> args = {
+      {DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}};
+  if (scratch.scratchpad.defined())
+    args.emplace(DNNL_ARG_SCRATCHPAD,
+                 dnnl::memory(pd.scratchpad_desc(), engine, scratch.scratchpad.raw()));
+  gemm_plans_.primitive(plan).execute(stream_, args);
+  stream_.wait();
+
+  if (scratch.c_fp32.defined())
+    round_to_bf16(scratch.c_fp32.data<float>(), c.data<bf16>(), c.numel());
+}
+
+}  // namespace headroom

@@ -1,0 +1,127 @@
+#include "backend/cpu/gemm_plan.h"
+
+#include <bit>
+
+#include "util/error.h"
+
+namespace headroom {
+
+namespace {
+
+using dnnl::memory;
+
+memory::data_type dnnl_type(DType dtype) {
+  return dtype == DType::kBF16 ? memory::data_type::bf16 : memory::data_type::f32;
+}
+
+std::string key_string(const GemmKey& key) {
+  return "m=" + std::to_string(key.m) + " n=" + std::to_string(key.n) +
+         " k=" + std::to_string(key.k) + (key.transpose_a ? " A^T" : " A") +
+         (key.transpose_b ? " B^T" : " B") + " " + std::string(name_of(key.ab)) + " x " +
+         std::string(name_of(key.ab)) + " -> " + std::string(name_of(key.c)) +
+         " alpha=" + std::to_string(alpha_of(key)) + " beta=" + std::to_string(beta_of(key));
+}
+
+// op(A) is m x k. Stored row-major as [m, k] (strides {k, 1}) or, transposed,
+// as [k, m] (strides {1, m}): the same bytes read the other way round.
+dnnl::matmul::primitive_desc make_descriptor(const dnnl::engine& engine, const GemmKey& key,
+                                             DType ab, DType c) {
+  memory::desc a_md({key.m, key.k}, dnnl_type(ab),
+                    key.transpose_a ? memory::dims{1, key.m} : memory::dims{key.k, 1});
+  memory::desc b_md({key.k, key.n}, dnnl_type(ab),
+                    key.transpose_b ? memory::dims{1, key.k} : memory::dims{key.n, 1});
+  memory::desc c_md({key.m, key.n}, dnnl_type(c), memory::dims{key.n, 1});
+  dnnl::primitive_attr attr;
+  // The scratchpad comes from our allocator, so it is accounted (and planned).
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  // oneDNN computes dst = oscale * (A @ B) + sum_scale * dst. Without a sum
+  // post-op dst is write-only, so whatever C held (NaN included) cannot leak.
+  float alpha = alpha_of(key), beta = beta_of(key);
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(beta);
+    attr.set_post_ops(ops);
+  }
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+}
+
+}  // namespace
+
+GemmKey make_gemm_key(const GemmDims& dims, bool transpose_a, bool transpose_b, DType ab, DType c,
+                      float alpha, float beta) {
+  GemmKey key;
+  key.m = dims.m;
+  key.n = dims.n;
+  key.k = dims.k;
+  key.transpose_a = transpose_a;
+  key.transpose_b = transpose_b;
+  key.ab = ab;
+  key.c = c;
+  key.alpha_bits = std::bit_cast<uint32_t>(alpha);
+  key.beta_bits = std::bit_cast<uint32_t>(beta);
+  return key;
+}
+
+float alpha_of(const GemmKey& key) {
+  return std::bit_cast<float>(key.alpha_bits);
+}
+float beta_of(const GemmKey& key) {
+  return std::bit_cast<float>(key.beta_bits);
+}
+
+GemmPlans::GemmPlans() : engine_(dnnl::engine::kind::cpu, 0) {}
+
+GemmPlan& GemmPlans::get(const GemmKey& key) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+
+  GemmPlan plan;
+  plan.key = key;
+  if (key.m == 0 || key.n == 0) {
+    plan.route = GemmRoute::kNothing;
+  } else if (key.k == 0) {
+    plan.route = GemmRoute::kScale;
+  } else {
+    try {
+      plan.descriptor = make_descriptor(engine_, key, key.ab, key.c);
+      plan.route = GemmRoute::kNative;
+    } catch (const dnnl::error& e) {
+      if (key.ab != DType::kBF16 || e.status != dnnl_unimplemented)
+        throw InternalError("gemm: oneDNN has no matmul for " + key_string(key) + ": " + e.what());
+      try {
+        plan.descriptor = make_descriptor(engine_, key, DType::kF32, DType::kF32);
+        plan.route = GemmRoute::kWidened;
+      } catch (const dnnl::error& e2) {
+        throw InternalError("gemm: oneDNN has no matmul for " + key_string(key) +
+                            ", nor for its fp32 widening: " + e2.what());
+      }
+    }
+    plan.scratchpad_bytes = plan.descriptor.scratchpad_desc().get_size();
+  }
+  return plans_.emplace(key, std::move(plan)).first->second;
+}
+
+const dnnl::matmul& GemmPlans::primitive(GemmPlan& plan) {
+  HR_CHECK(plan.route == GemmRoute::kNative || plan.route == GemmRoute::kWidened,
+           "gemm: no oneDNN primitive for " + key_string(plan.key));
+  if (!plan.primitive) plan.primitive = dnnl::matmul(plan.descriptor);
+  return plan.primitive;
+}
+
+GemmScratch allocate_gemm_scratch(const Backend& backend, const GemmPlan& plan, const Tensor& a,
+                                  const Tensor& b, const Tensor& c) {
+  GemmScratch scratch;
+  if (plan.route == GemmRoute::kWidened) {
+    scratch.a_fp32 = backend.empty(a.shape(), DType::kF32, Category::kWorkspace, "gemm.a_fp32");
+    scratch.b_fp32 = backend.empty(b.shape(), DType::kF32, Category::kWorkspace, "gemm.b_fp32");
+    if (c.dtype() != DType::kF32)
+      scratch.c_fp32 = backend.empty(c.shape(), DType::kF32, Category::kWorkspace, "gemm.c_fp32");
+  }
+  if (plan.scratchpad_bytes > 0)
+    scratch.scratchpad = backend.empty({static_cast<int64_t>(plan.scratchpad_bytes)}, DType::kU8,
+                                       Category::kWorkspace, "gemm.scratchpad");
+  return scratch;
+}
+
+}  // namespace headroom

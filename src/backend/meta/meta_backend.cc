@@ -1,0 +1,9 @@
+#include "backend/meta/meta_backend.h"
+
+namespace headroom {
+
+std::unique_ptr<Backend> make_meta_backend(Allocator& allocator) {
+  return std::make_unique<MetaBackend>(allocator);
+}
+
+}  // namespace headroom

@@ -1,0 +1,195 @@
+// cpu gemm against a float64 reference: every transpose combination, awkward
+// sizes, alpha/beta (beta = 0 over a NaN-filled C), fp32 and bf16.
+//
+// Tolerances. The reference is computed in float64 on the operands exactly
+// as the kernel sees them (bf16 inputs are already rounded when uploaded, so
+// the reference multiplies the same bf16 values), so the only errors left are
+// the kernel's own:
+//  - fp32 accumulation over k terms: at most ~k·eps·S, typically ~sqrt(k)·eps·S,
+//    where S = |alpha|·Σ|a·b| + |beta·c| is the sum of the terms' magnitudes
+//    (not |C|, which cancellation can make arbitrarily small) and eps = 6e-8.
+//    We allow 1e-5·sqrt(k)·S: ~100x the typical error, and above the worst
+//    case for every k tested here (k·eps < 1e-5·sqrt(k) for k < 2700).
+//  - a bf16 C is rounded once at the end: relative error <= 2^-9 ~ 2e-3 of |C|;
+//    we allow 1e-2·|C| on top of the accumulation term.
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/gemm_plan.h"
+#include "backend_test_util.h"
+
+namespace headroom::backend_test {
+namespace {
+
+struct Case {
+  int64_t m, n, k;
+};
+// 1, odd, prime and just-past-a-power-of-two sizes, each in every position.
+const std::vector<Case> kCases = {{1, 1, 1},     {1, 17, 3},   {3, 1, 65},
+                                  {17, 65, 1},   {65, 3, 130}, {130, 130, 17},
+                                  {17, 130, 65}, {64, 64, 64}, {130, 65, 130}};
+const std::vector<std::pair<float, float>> kAlphaBeta = {
+    {1.0f, 0.0f}, {0.5f, 1.0f}, {-1.5f, 0.25f}};
+
+struct Dtypes {
+  DType ab, c;
+};
+const std::vector<Dtypes> kDtypes = {
+    {DType::kF32, DType::kF32}, {DType::kBF16, DType::kF32}, {DType::kBF16, DType::kBF16}};
+
+// Runs one gemm on cpu and checks every element against the float64 reference.
+void check_gemm_case(Backend& backend, Case cs, bool ta, bool tb, Dtypes dt, float alpha,
+                     float beta, uint64_t seed) {
+  SCOPED_TRACE(::testing::Message() << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k
+                                    << " ta=" << ta << " tb=" << tb << " " << name_of(dt.ab) << "->"
+                                    << name_of(dt.c) << " alpha=" << alpha << " beta=" << beta);
+  Shape a_shape = ta ? Shape{cs.k, cs.m} : Shape{cs.m, cs.k};
+  Shape b_shape = tb ? Shape{cs.n, cs.k} : Shape{cs.k, cs.n};
+  Tensor a = backend.empty(a_shape, dt.ab, Category::kActivation, "a");
+  Tensor b = backend.empty(b_shape, dt.ab, Category::kParam, "b");
+  Tensor c = backend.empty({cs.m, cs.n}, dt.c, Category::kActivation, "c");
+  upload(a, random_values(a.numel(), seed));
+  upload(b, random_values(b.numel(), seed + 1));
+  if (beta == 0.0f)
+    backend.fill(c, std::numeric_limits<float>::quiet_NaN());  // must not leak
+  else
+    upload(c, random_values(c.numel(), seed + 2));
+  std::vector<double> va = download(a), vb = download(b), vc = download(c);
+
+  backend.gemm(a, ta, b, tb, c, alpha, beta);
+  std::vector<double> out = download(c);
+
+  for (int64_t i = 0; i < cs.m; ++i) {
+    for (int64_t j = 0; j < cs.n; ++j) {
+      double sum = 0, magnitude = 0;
+      for (int64_t p = 0; p < cs.k; ++p) {
+        double x = va[static_cast<size_t>(ta ? p * cs.m + i : i * cs.k + p)];
+        double y = vb[static_cast<size_t>(tb ? j * cs.k + p : p * cs.n + j)];
+        sum += x * y;
+        magnitude += std::fabs(x * y);
+      }
+      double c0 = beta == 0.0f ? 0.0 : vc[static_cast<size_t>(i * cs.n + j)];
+      double expected = alpha * sum + beta * c0;
+      double scale = std::fabs(alpha) * magnitude + std::fabs(beta * c0);
+      double tol = 1e-5 * std::sqrt(static_cast<double>(cs.k)) * scale;
+      if (dt.c == DType::kBF16) tol += 1e-2 * std::fabs(expected);
+      double got = out[static_cast<size_t>(i * cs.n + j)];
+      ASSERT_TRUE(std::isfinite(got)) << "C[" << i << "," << j << "] = " << got;
+      ASSERT_NEAR(got, expected, tol) << "C[" << i << "," << j << "]";
+    }
+  }
+}
+
+void check_all_cases(DType ab, DType c) {
+  BackendUnderTest cpu(BackendKind::kCpu);
+  uint64_t seed = 100;
+  for (const Case& cs : kCases)
+    for (int t = 0; t < 4; ++t)
+      for (auto [alpha, beta] : kAlphaBeta)
+        check_gemm_case(*cpu.backend, cs, t & 1, t & 2, {ab, c}, alpha, beta, seed += 3);
+}
+
+TEST(CpuGemm, Fp32) {
+  check_all_cases(DType::kF32, DType::kF32);
+}
+TEST(CpuGemm, Bf16InputsFp32Output) {
+  check_all_cases(DType::kBF16, DType::kF32);
+}
+TEST(CpuGemm, Bf16InputsBf16Output) {
+  check_all_cases(DType::kBF16, DType::kBF16);
+}
+
+TEST(CpuGemm, RepeatedCallsReuseThePlanAndAgreeBitForBit) {
+  BackendUnderTest cpu(BackendKind::kCpu);
+  for (Dtypes dt : kDtypes) {
+    Tensor a = cpu.backend->empty({33, 47}, dt.ab, Category::kActivation, "a");
+    Tensor b = cpu.backend->empty({47, 29}, dt.ab, Category::kParam, "b");
+    Tensor c1 = cpu.backend->empty({33, 29}, dt.c, Category::kActivation, "c1");
+    Tensor c2 = cpu.backend->empty({33, 29}, dt.c, Category::kActivation, "c2");
+    upload(a, random_values(a.numel(), 1));
+    upload(b, random_values(b.numel(), 2));
+    cpu.backend->gemm(a, false, b, false, c1, 1.0f, 0.0f);
+    cpu.backend->gemm(a, false, b, false, c2, 1.0f, 0.0f);
+    EXPECT_EQ(std::memcmp(c1.raw(), c2.raw(), c1.nbytes()), 0) << name_of(dt.ab);
+  }
+}
+
+TEST(CpuGemm, AccumulatesIntoC) {
+  // beta = 1 twice: C = A@B + (A@B + C0), the gradient-accumulation pattern.
+  BackendUnderTest cpu(BackendKind::kCpu);
+  Tensor a = cpu.backend->empty({5, 7}, DType::kF32, Category::kActivation, "a");
+  Tensor b = cpu.backend->empty({7, 3}, DType::kF32, Category::kParam, "b");
+  Tensor c = cpu.backend->empty({5, 3}, DType::kF32, Category::kGrad, "c");
+  upload(a, std::vector<float>(35, 0.5f));
+  upload(b, std::vector<float>(21, 0.25f));
+  cpu.backend->fill(c, 1.0f);
+  cpu.backend->gemm(a, false, b, false, c, 1.0f, 1.0f);
+  cpu.backend->gemm(a, false, b, false, c, 1.0f, 1.0f);
+  for (double v : download(c))
+    EXPECT_EQ(v, 1.0 + 2 * 7 * 0.125);
+}
+
+TEST(CpuGemm, EmptyInnerDimensionScalesC) {
+  BackendUnderTest cpu(BackendKind::kCpu);
+  for (Dtypes dt : kDtypes) {
+    Tensor a = cpu.backend->empty({4, 0}, dt.ab, Category::kActivation, "a");
+    Tensor b = cpu.backend->empty({0, 6}, dt.ab, Category::kParam, "b");
+    Tensor c = cpu.backend->empty({4, 6}, dt.c, Category::kActivation, "c");
+    cpu.backend->fill(c, 3.0f);
+    cpu.backend->gemm(a, false, b, false, c, 2.0f, 0.5f);
+    for (double v : download(c))
+      ASSERT_EQ(v, 1.5);
+    cpu.backend->fill(c, std::numeric_limits<float>::quiet_NaN());
+    cpu.backend->gemm(a, false, b, false, c, 2.0f, 0.0f);
+    for (double v : download(c))
+      ASSERT_EQ(v, 0.0);
+    // No rows: nothing to do, and nothing to fail.
+    Tensor a0 = cpu.backend->empty({0, 3}, dt.ab, Category::kActivation, "a0");
+    Tensor b0 = cpu.backend->empty({3, 6}, dt.ab, Category::kParam, "b0");
+    Tensor c0 = cpu.backend->empty({0, 6}, dt.c, Category::kActivation, "c0");
+    cpu.backend->gemm(a0, false, b0, false, c0, 1.0f, 0.0f);
+  }
+}
+
+TEST(CpuGemm, ShapeMismatchNamesTagsAndShapes) {
+  BackendUnderTest cpu(BackendKind::kCpu);
+  Tensor x = cpu.backend->empty({4, 8}, DType::kF32, Category::kActivation, "block.3.attn_in");
+  Tensor w = cpu.backend->empty({16, 9}, DType::kF32, Category::kParam, "block.3.wq");
+  Tensor y = cpu.backend->empty({4, 16}, DType::kF32, Category::kActivation, "block.3.q");
+  try {
+    cpu.backend->gemm(x, false, w, true, y, 1.0f, 0.0f);
+    FAIL() << "expected InternalError";
+  } catch (const InternalError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("gemm"), std::string::npos) << what;
+    EXPECT_NE(what.find("'block.3.attn_in' fp32 [4, 8]"), std::string::npos) << what;
+    EXPECT_NE(what.find("'block.3.wq' fp32 [16, 9] (transposed)"), std::string::npos) << what;
+  }
+  Tensor y_wrong = cpu.backend->empty({4, 15}, DType::kF32, Category::kActivation, "block.3.q");
+  Tensor w_ok = cpu.backend->empty({16, 8}, DType::kF32, Category::kParam, "block.3.wq");
+  EXPECT_THROW(cpu.backend->gemm(x, false, w_ok, true, y_wrong, 1.0f, 0.0f), InternalError);
+  Tensor w_bf16 = cpu.backend->empty({16, 8}, DType::kBF16, Category::kParam, "block.3.wq");
+  EXPECT_THROW(cpu.backend->gemm(x, false, w_bf16, true, y, 1.0f, 0.0f), InternalError);
+  // C aliasing an operand would be read while written.
+  Tensor square = cpu.backend->empty({8, 8}, DType::kF32, Category::kActivation, "sq");
+  EXPECT_THROW(cpu.backend->gemm(square, false, square, false, square, 1.0f, 0.0f), InternalError);
+}
+
+TEST(GemmPlans, OneDescriptorPerKey) {
+  GemmPlans plans;
+  GemmKey key = make_gemm_key({17, 65, 130}, true, false, DType::kF32, DType::kF32, 1.0f, 0.0f);
+  GemmPlan& first = plans.get(key);
+  GemmPlan& again = plans.get(key);
+  EXPECT_EQ(&first, &again);
+  EXPECT_EQ(plans.size(), 1u);
+  EXPECT_EQ(first.route, GemmRoute::kNative);
+  plans.get(make_gemm_key({17, 65, 130}, true, false, DType::kF32, DType::kF32, 1.0f, 0.5f));
+  EXPECT_EQ(plans.size(), 2u);  // beta is baked into the primitive
+  GemmKey bf16 = make_gemm_key({17, 65, 130}, false, false, DType::kBF16, DType::kBF16, 1, 0);
+  GemmRoute route = plans.get(bf16).route;
+  // Native on AVX-512 / AMX machines, widened to fp32 elsewhere (AVX2).
+  EXPECT_TRUE(route == GemmRoute::kNative || route == GemmRoute::kWidened);
+}
+
+}  // namespace
+}  // namespace headroom::backend_test
