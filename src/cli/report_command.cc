@@ -66,7 +66,7 @@ int report_command(const std::vector<std::string>& args) {
   }
   for (size_t i = 0; i < traces.size(); ++i) {
     if (i) std::printf("\n");
-    std::printf("%s", summarize_trace(TraceReader(traces[i].string())).c_str());
+    std::printf("%s", summarize_trace(TraceReader::open(traces[i].string())).c_str());
   }
   return 0;
 }

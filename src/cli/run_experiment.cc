@@ -192,7 +192,10 @@ int run_experiment(const RunOptions& options, RunMode mode) {
   allocator.remove_observer(&trace);
   trace.close();
 
-  std::printf("\n%s", summarize_trace(TraceReader(trace_path.string())).c_str());
+  // After an OOM the postmortem above is the message; the summary would
+  // repeat it. `headroom report` shows both on demand.
+  if (exit_code == 0)
+    std::printf("\n%s", summarize_trace(TraceReader::open(trace_path.string())).c_str());
   return exit_code;
 }
 
