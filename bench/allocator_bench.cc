@@ -5,8 +5,8 @@
 //
 //   ./build/bench/allocator_bench [rounds]
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -25,7 +25,8 @@ double run(AllocatorPolicy policy, int rounds, const std::vector<uint64_t>& size
   auto t0 = std::chrono::steady_clock::now();
   for (int r = 0; r < rounds; ++r) {
     // A step: allocate everything (activations), then free in reverse.
-    for (uint64_t s : sizes) live.push_back(allocator.allocate(s, Category::kActivation, "act"));
+    for (uint64_t s : sizes)
+      live.push_back(allocator.allocate(s, Category::kActivation, "act"));
     while (!live.empty()) {
       allocator.free(live.back());
       live.pop_back();
@@ -43,13 +44,15 @@ int main(int argc, char** argv) {
   std::vector<uint64_t> sizes(1000);
   // Log-uniform between 512 B and 1 GiB: norms' vectors up to logits chunks.
   std::uniform_real_distribution<double> log_size(9.0, 30.0);
-  for (uint64_t& s : sizes) s = static_cast<uint64_t>(std::exp2(log_size(rng)));
+  for (uint64_t& s : sizes)
+    s = static_cast<uint64_t>(std::exp2(log_size(rng)));
 
   std::printf("| policy  | rounds | allocs/round | median allocs+frees/s (5 runs) |\n");
   std::printf("|---------|--------|--------------|--------------------------------|\n");
   for (AllocatorPolicy policy : {AllocatorPolicy::kCaching, AllocatorPolicy::kExact}) {
     std::vector<double> rates;
-    for (int i = 0; i < 5; ++i) rates.push_back(run(policy, rounds, sizes));
+    for (int i = 0; i < 5; ++i)
+      rates.push_back(run(policy, rounds, sizes));
     std::sort(rates.begin(), rates.end());
     std::printf("| %-7s | %6d | %12zu | %30.3g |\n",
                 policy == AllocatorPolicy::kCaching ? "caching" : "exact", rounds, sizes.size(),
