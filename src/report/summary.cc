@@ -1,0 +1,161 @@
+#include "report/summary.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "memory/postmortem.h"
+#include "util/bytes.h"
+
+namespace headroom {
+
+namespace {
+
+std::string pad(std::string s, size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+
+std::string line(const std::string& label, const std::string& value) {
+  return pad(label, 12) + value + "\n";
+}
+
+std::string format_number(double value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.6g", value);
+  return text;
+}
+
+size_t count_lines(const std::string& text) {
+  if (text.empty()) return 0;
+  size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+  return text.back() == '\n' ? lines : lines + 1;
+}
+
+std::string summarize_header(const TraceReader& trace) {
+  const TraceHeader& h = trace.header();
+  std::string out;
+  out += line("trace", trace.path());
+  out +=
+      line("schema", std::to_string(h.schema_version) + " (headroom " + h.headroom_version + ")");
+  out += line("run", h.run_name.empty() ? std::string("(unnamed)") : h.run_name);
+  out += line("rank", std::to_string(h.rank) + " of " + std::to_string(h.world_size));
+  out += line("backend", h.backend + ", device " + (h.device.empty() ? "(unknown)" : h.device));
+  out += line("capacity", h.capacity_bytes == 0 ? std::string("unlimited (the source's own limit)")
+                                                : format_bytes_exact(h.capacity_bytes));
+  out += line("started", h.started_at);
+  size_t config_lines = count_lines(h.config_toml);
+  out += line("config", config_lines == 0 ? std::string("(not recorded)")
+                                          : std::to_string(config_lines) +
+                                                " lines of TOML in attribute /config_toml");
+  return out;
+}
+
+std::string summarize_steps(const TraceReader& trace) {
+  std::vector<StepRecord> steps = trace.steps();
+  if (steps.empty()) return line("steps", "0 (no step finished)");
+  const StepRecord& last = steps.back();
+  auto skipped =
+      std::count_if(steps.begin(), steps.end(), [](const StepRecord& s) { return s.skipped; });
+  std::string text = std::to_string(steps.size()) + ", last: step " + std::to_string(last.step) +
+                     ", loss " + format_number(last.loss);
+  if (skipped > 0) text += ", " + std::to_string(skipped) + " skipped (non-finite)";
+  return line("steps", text);
+}
+
+std::string summarize_memory(const TraceReader& trace) {
+  if (!trace.events_recorded())
+    return line("memory", "no events recorded (the run had trace.memory_events = false)");
+  if (trace.num_events() == 0) return line("memory", "no events recorded (0 events in the trace)");
+
+  MemoryReplay replay = replay_memory_events(trace);
+  std::string out;
+  size_t tags = trace.tags().size();
+  out += line("memory", std::to_string(replay.events) + " events replayed, " +
+                            std::to_string(tags) + (tags == 1 ? " tag" : " tags"));
+  out += "  " + pad("peak allocated", 16) + format_bytes_exact(replay.peak_allocated) + "\n";
+  out += "  " + pad("peak reserved", 16) + format_bytes_exact(replay.peak_reserved) + "\n";
+  out += "  " + pad("at the end", 16) + format_bytes_exact(replay.final_allocated) +
+         " allocated, " + format_bytes_exact(replay.final_reserved) + " reserved\n";
+  if (replay.unmatched_frees > 0)
+    out += "  note: " + std::to_string(replay.unmatched_frees) +
+           " frees had no matching alloc in the trace; the peaks are lower bounds\n";
+
+  out += "\n  " + pad("category", 13) + pad("peak", 32) + "at peak allocated\n";
+  for (Category c : kAllCategories) {
+    int i = static_cast<int>(c);
+    if (replay.peak_by_category[i] == 0) continue;  // never allocated: noise in the table
+    out += "  " + pad(std::string(name_of(c)), 13) +
+           pad(format_bytes_exact(replay.peak_by_category[i]), 32) +
+           format_bytes_exact(replay.at_peak_by_category[i]) + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+MemoryReplay replay_memory_events(const TraceReader& trace, uint64_t batch_rows) {
+  MemoryReplay r;
+  std::array<uint64_t, kNumCategories> live{};
+  uint64_t allocated = 0;
+  uint64_t reserved = 0;
+  auto take = [&r](uint64_t& from, uint64_t bytes) {
+    if (bytes > from) {
+      ++r.unmatched_frees;
+      from = 0;
+    } else {
+      from -= bytes;
+    }
+  };
+  trace.for_each_event_batch(
+      [&](const std::vector<MemoryEvent>& batch) {
+        for (const MemoryEvent& e : batch) {
+          ++r.events;
+          int c = static_cast<int>(e.category);
+          switch (e.action) {
+            case MemoryAction::kAlloc:
+              allocated += e.bytes;
+              live[c] += e.bytes;
+              r.peak_by_category[c] = std::max(r.peak_by_category[c], live[c]);
+              if (allocated > r.peak_allocated) {
+                r.peak_allocated = allocated;
+                r.at_peak_by_category = live;
+              }
+              break;
+            case MemoryAction::kFree:
+              take(allocated, e.bytes);
+              // Both counters move together; count a mismatch once, not twice.
+              if (e.bytes > live[c]) {
+                live[c] = 0;
+              } else {
+                live[c] -= e.bytes;
+              }
+              break;
+            case MemoryAction::kSegmentAlloc:
+              reserved += e.bytes;
+              r.peak_reserved = std::max(r.peak_reserved, reserved);
+              break;
+            case MemoryAction::kSegmentFree:
+              take(reserved, e.bytes);
+              break;
+            case MemoryAction::kOom:
+              break;  // the request that failed was never allocated
+          }
+        }
+      },
+      batch_rows);
+  r.final_allocated = allocated;
+  r.final_reserved = reserved;
+  return r;
+}
+
+std::string summarize_trace(const TraceReader& trace) {
+  std::string out = summarize_header(trace);
+  out += summarize_steps(trace);
+  out += summarize_memory(trace);
+  if (trace.has_oom()) out += "\n" + format_postmortem(trace.oom());
+  return out;
+}
+
+}  // namespace headroom

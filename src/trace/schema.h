@@ -1,0 +1,91 @@
+// Internal to src/trace: the HDF5 side of schema v1 (docs/trace.md) — object
+// names, the in-memory row layouts, and the HDF5 types of each table. Writer
+// and reader build their types here, so the two cannot drift apart.
+#pragma once
+
+#include <cstdint>
+
+#include "memory/category.h"
+#include "memory/event.h"
+#include "trace/hdf5_util.h"
+
+namespace headroom::trace_detail {
+
+inline constexpr const char* kStepsTable = "/steps";
+inline constexpr const char* kMemoryGroup = "/memory";
+inline constexpr const char* kEventsTable = "/memory/events";
+inline constexpr const char* kTagsTable = "/memory/tags";
+inline constexpr const char* kPhasePeaksTable = "/memory/phase_peaks";
+inline constexpr const char* kOomGroup = "/oom";
+inline constexpr const char* kTopBlocksTable = "/oom/top_blocks";
+inline constexpr const char* kLiveByCategoryTable = "/oom/live_by_category";
+
+// Rows per chunk. Events: 16 Ki rows x 51 B = 816 KiB per chunk, so
+// millions of events make a few hundred chunks (a small B-tree), and the
+// partly filled last chunk that each flush rewrites stays under 1 MiB.
+// Steps and phase peaks: a run has thousands of rows, not millions.
+inline constexpr hsize_t kEventChunkRows = 16 * 1024;
+inline constexpr hsize_t kTagChunkRows = 1024;
+inline constexpr hsize_t kStepChunkRows = 256;
+inline constexpr hsize_t kPhasePeakChunkRows = 1024;
+
+// /steps as it sits in memory (StepRecord with the bool as h5py's int8 enum).
+struct StepRow {
+  int64_t step;
+  double loss;
+  double grad_norm;
+  double lr;
+  int64_t tokens;
+  int64_t padded_tokens;
+  int64_t micro_batches;
+  int64_t longest_sample;
+  uint64_t peak_allocated;
+  uint64_t peak_reserved;
+  double step_seconds;
+  double tokens_per_second;
+  int8_t skipped;
+  int64_t truncated_samples;
+};
+
+struct PhasePeakRow {
+  int64_t step;
+  Phase phase;
+  uint64_t peak_allocated;
+  uint64_t peak_reserved;
+};
+
+// /oom/top_blocks; `tag` points into a std::string (write) or HDF5-owned
+// memory reclaimed after reading.
+struct TopBlockRow {
+  uint64_t bytes;
+  const char* tag;
+  Category category;
+  Phase phase;
+  int32_t layer;
+  int64_t step;
+};
+
+struct LiveRow {
+  Category category;
+  uint64_t bytes;
+};
+
+// Every HDF5 type the trace uses. `*_mem` describe the structs above (and
+// MemoryEvent itself); `*_file` are the same members packed, as stored.
+struct TraceTypes {
+  Hid action;    // enum u8: alloc, free, segment_alloc, segment_free, oom
+  Hid category;  // enum u8: name_of(Category)
+  Hid phase;     // enum u8: name_of(Phase)
+  Hid boolean;   // enum i8 FALSE/TRUE: what h5py reads as numpy bool
+  Hid string;    // variable-length UTF-8
+  Hid event_mem, event_file;
+  Hid step_mem, step_file;
+  Hid phase_peak_mem, phase_peak_file;
+  Hid top_block_mem, top_block_file;
+  Hid live_mem, live_file;
+};
+
+// Throws InternalError if HDF5 cannot build a type (a broken library).
+TraceTypes make_trace_types();
+
+}  // namespace headroom::trace_detail
