@@ -48,8 +48,8 @@ class Backend {
   // A, B, C are 2-D; A and B share a dtype (fp32 or bf16); C is fp32 or the
   // same dtype as A. Accumulation is always in fp32. beta = 0 ignores C's
   // contents (they may be uninitialized or NaN).
-  virtual void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
-                    Tensor& c, float alpha, float beta) = 0;
+  virtual void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
+                    float alpha, float beta) = 0;
 
  protected:
   explicit Backend(Allocator& allocator) : allocator_(&allocator) {}

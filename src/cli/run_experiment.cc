@@ -91,7 +91,8 @@ int run_experiment(const RunOptions& options, RunMode mode) {
 
   // Everything that can be refused is checked before the first byte is written.
   const fs::path run_dir = fs::path(config.run.out_dir) / config.run.name;
-  const fs::path trace_path = run_dir / (mode == RunMode::kPlan ? "plan.rank0.h5" : "trace.rank0.h5");
+  const fs::path trace_path =
+      run_dir / (mode == RunMode::kPlan ? "plan.rank0.h5" : "trace.rank0.h5");
   if (fs::exists(trace_path) && !options.overwrite)
     throw UsageError(trace_path.string() +
                      ": exists from an earlier run; pass --overwrite to replace it, or choose "
@@ -163,10 +164,12 @@ int run_experiment(const RunOptions& options, RunMode mode) {
       record.tokens_per_second = seconds > 0 ? static_cast<double>(shape.tokens) / seconds : 0;
       std::vector<PhasePeakRecord> peaks;
       for (Phase phase : kAllPhases) {
-        uint64_t peak_allocated = allocator.stats().peak_allocated_by_phase[static_cast<int>(phase)];
+        uint64_t peak_allocated =
+            allocator.stats().peak_allocated_by_phase[static_cast<int>(phase)];
         if (peak_allocated == 0) continue;
-        peaks.push_back(PhasePeakRecord{step, phase, peak_allocated,
-                                        allocator.stats().peak_reserved_by_phase[static_cast<int>(phase)]});
+        peaks.push_back(
+            PhasePeakRecord{step, phase, peak_allocated,
+                            allocator.stats().peak_reserved_by_phase[static_cast<int>(phase)]});
       }
       trace.append_step(record, peaks);
       if ((step + 1) % config.trace.flush_every == 0 || step + 1 == config.run.steps)
@@ -174,8 +177,8 @@ int run_experiment(const RunOptions& options, RunMode mode) {
 
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
-      const double remaining =
-          elapsed / static_cast<double>(step + 1) * static_cast<double>(config.run.steps - step - 1);
+      const double remaining = elapsed / static_cast<double>(step + 1) *
+                               static_cast<double>(config.run.steps - step - 1);
       std::printf("step %lld/%lld  %.0f tok/s  peak %s allocated, %s reserved  eta %s\n",
                   static_cast<long long>(step + 1), static_cast<long long>(config.run.steps),
                   record.tokens_per_second, format_bytes(record.peak_allocated).c_str(),

@@ -34,14 +34,15 @@ bool parse_run_options(const std::string& command, const std::vector<std::string
     throw UsageError(std::string(e.what()) + " (see headroom " + command + " --help)");
   }
   if (vm.count("help")) {
-    std::cout << "usage: headroom " << command << " [exp.toml] [options]\n\n"
-              << (command == "plan"
-                      ? "Runs the experiment's schedule on the meta backend: every allocation and\n"
-                        "free of the real run, no math. Writes results/<run.name>/plan.rank<R>.h5.\n"
-                      : "Runs the experiment. Writes results/<run.name>/trace.rank<R>.h5 and\n"
-                        "config.toml. With no file, runs the embedded quickstart experiment.\n")
-              << "\n"
-              << visible << "\n";
+    std::cout
+        << "usage: headroom " << command << " [exp.toml] [options]\n\n"
+        << (command == "plan"
+                ? "Runs the experiment's schedule on the meta backend: every allocation and\n"
+                  "free of the real run, no math. Writes results/<run.name>/plan.rank<R>.h5.\n"
+                : "Runs the experiment. Writes results/<run.name>/trace.rank<R>.h5 and\n"
+                  "config.toml. With no file, runs the embedded quickstart experiment.\n")
+        << "\n"
+        << visible << "\n";
     return false;
   }
   return true;

@@ -35,7 +35,8 @@ StandInWorkload::StandInWorkload(Backend& backend, const StandInShape& shape, ui
 
 int64_t StandInWorkload::num_parameters() const {
   int64_t n = 0;
-  for (const Tensor& w : weights_) n += w.numel();
+  for (const Tensor& w : weights_)
+    n += w.numel();
   return n;
 }
 
@@ -70,7 +71,7 @@ void StandInWorkload::step(int64_t step) {
     d = backend_.empty({T, C}, shape_.dtype, Category::kActivation, "head.dx");
     backend_.gemm(logits, false, weights_[L], false, d, 1.0f / static_cast<float>(T),
                   0.0f);  // (T, C) = (T, V) @ (V, C)
-  }  // logits freed here, as a fused loss would
+  }                       // logits freed here, as a fused loss would
 
   {
     PhaseScope scope(allocator, Phase::kBackward);

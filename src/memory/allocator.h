@@ -176,8 +176,7 @@ class Allocator {
   struct BlockOrder {
     bool operator()(const Block* a, const Block* b) const {
       if (a->size != b->size) return a->size < b->size;
-      if (a->segment->serial != b->segment->serial)
-        return a->segment->serial < b->segment->serial;
+      if (a->segment->serial != b->segment->serial) return a->segment->serial < b->segment->serial;
       return a->address < b->address;
     }
   };

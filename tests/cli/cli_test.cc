@@ -34,7 +34,8 @@ class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("headroom_cli_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("headroom_cli_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -42,8 +43,8 @@ class Cli : public ::testing::Test {
 
   // Runs `headroom <args>` in the scratch folder.
   Result run(const std::string& args) {
-    std::string command = "cd '" + dir_.string() + "' && '" HEADROOM_BINARY_DIR "/headroom' " + args +
-                          " > out.txt 2> err.txt";
+    std::string command = "cd '" + dir_.string() + "' && '" HEADROOM_BINARY_DIR "/headroom' " +
+                          args + " > out.txt 2> err.txt";
     int status = std::system(command.c_str());
     Result r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -117,7 +118,8 @@ TEST_F(Cli, TrainWritesConfigAndATraceThatReportReads) {
   EXPECT_GT(trace.num_events(), 0u);
   EXPECT_FALSE(trace.has_oom());
   EXPECT_EQ(load_config_string(trace.header().config_toml, "<trace>").run.steps, 3);
-  for (const StepRecord& s : trace.steps()) EXPECT_GT(s.peak_allocated, 0u);
+  for (const StepRecord& s : trace.steps())
+    EXPECT_GT(s.peak_allocated, 0u);
 
   Result report = run("report results/quickstart");
   ASSERT_EQ(report.code, 0) << report.err;

@@ -364,11 +364,13 @@ TEST(Determinism, HostAndVirtualSourcesMakeTheSameDecisions) {
       uint64_t size = (static_cast<uint64_t>(i * 7919) % 23 + 1) * 512 * 1024;
       (i % 3 ? drop : keep).push_back(a.allocate(size, Category::kActivation, "x"));
     }
-    for (auto& x : drop) a.free(x);
+    for (auto& x : drop)
+      a.free(x);
     for (int i = 0; i < 20; ++i)
       keep.push_back(a.allocate((static_cast<uint64_t>(i) % 5 + 1) * MiB, Category::kGrad, "y"));
     a.empty_cache();
-    for (auto& x : keep) a.free(x);
+    for (auto& x : keep)
+      a.free(x);
     a.empty_cache();
   };
   Allocator host(make_host_source(), AllocatorOptions{});
