@@ -16,11 +16,35 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "memory/allocator.h"
 #include "tensor/tensor.h"
 
 namespace headroom {
+
+// Block-sparse flash attention over a packed (THD) batch.
+struct AttentionParams {
+  int64_t heads = 0;        // H: query heads
+  int64_t kv_heads = 0;     // KV: key/value heads; H % KV == 0 (GQA: H / KV queries share one)
+  int64_t head_dim = 0;     // D
+  int64_t block_size = 64;  // tile edge, for queries and keys alike
+  float scale = 0;          // softmax scale, usually 1 / sqrt(D)
+  // 0: causal within each document. w > 0: also no key older than w - 1
+  // positions (sliding window; the query sees itself and w - 1 keys before it).
+  int64_t window = 0;
+};
+
+// AdamW with decoupled weight decay (Loshchilov & Hutter), bias-corrected.
+struct AdamWParams {
+  float lr = 0;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0;
+  int64_t step = 1;         // 1-based: the bias corrections use it
+  float grad_scale = 1.0f;  // multiplies the gradient first (global-norm clipping)
+};
 
 class Backend {
  public:
@@ -50,6 +74,88 @@ class Backend {
   // contents (they may be uninitialized or NaN).
   virtual void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
                     float alpha, float beta) = 0;
+
+  // ---- host transfer and small reductions ----
+  // dst[:] = the dst.nbytes() bytes at src. Meta: nothing.
+  virtual void copy_from_host(const void* src, Tensor& dst) = 0;
+  // The src.nbytes() bytes of src to dst. Meta: writes zeros (a plan has no values).
+  virtual void copy_to_host(const Tensor& src, void* dst) = 0;
+  // x *= alpha, in place.
+  virtual void scale(Tensor& x, float alpha) = 0;
+  // out (1) fp32 += sum(x^2) over x (fp32 or bf16), accumulated in double.
+  // A NaN or inf in x makes out non-finite: this is also the non-finite check.
+  virtual void sum_squares(const Tensor& x, Tensor& out) = 0;
+
+  // ---- model ops; gradients (d*) have the dtype of what they differentiate,
+  // math is fp32 inside. "written" outputs are overwritten, "accumulated"
+  // ones are added to (weight gradients, across micro-batches). ----
+
+  // out[t, :] = table[ids[t], :]. table (V, C); ids (T) int32; out (T, C), table's dtype.
+  // An id outside [0, V) is an InternalError naming it (the data layer validates first).
+  virtual void embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
+  // d_table[ids[t], :] += d_out[t, :]; d_table (V, C) accumulated.
+  virtual void embedding_backward(const Tensor& d_out, const Tensor& ids, Tensor& d_table) = 0;
+
+  // y = x / sqrt(mean(x^2) + eps) * w, row-wise over the last dim.
+  // x, y (N, C); w (C); rstd (N) fp32 written (saved for backward; y is not needed).
+  virtual void rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, Tensor& y,
+                               Tensor& rstd) = 0;
+  // dx (N, C) written; dw (C) accumulated.
+  virtual void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                const Tensor& rstd, Tensor& dx, Tensor& dw) = 0;
+
+  // Rotary embedding in place, Hugging Face Llama convention ("rotate_half":
+  // element i pairs with i + D/2; inv_freq[i] = theta^(-2i/D), angle =
+  // position * inv_freq). x (T, n*D) viewed as (T, n, D); positions (T) int32.
+  virtual void rope_forward(Tensor& x, const Tensor& positions, int64_t head_dim, float theta) = 0;
+  // The transpose (inverse) rotation applied to a gradient in place.
+  virtual void rope_backward(Tensor& dx, const Tensor& positions, int64_t head_dim,
+                             float theta) = 0;
+
+  // x[t, :] += bias[:], in place; x (T, N), bias (N) (Qwen2's q/k/v projections).
+  virtual void bias_forward(Tensor& x, const Tensor& bias) = 0;
+  // d_bias[:] += sum over t of dy[t, :]; d_bias (N) accumulated.
+  virtual void bias_backward(const Tensor& dy, Tensor& d_bias) = 0;
+
+  // out = silu(gate) * up; gate, up, out (T, F).
+  virtual void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  // d_gate, d_up (T, F) written.
+  virtual void swiglu_backward(const Tensor& d_out, const Tensor& gate, const Tensor& up,
+                               Tensor& d_gate, Tensor& d_up) = 0;
+
+  // Flash attention on a packed batch: documents are [cu_seqlens[i],
+  // cu_seqlens[i+1]) of T; causal within each document, nothing across.
+  // q (T, H*D), k and v (T, KV*D); out (T, H*D) written; lse (H, T) fp32
+  // written (the only thing saved besides q, k, v, out; the T x T scores are
+  // never stored). Tiles fully masked are skipped; tiles fully visible skip
+  // the per-element mask. Scratch depends only on shapes.
+  virtual void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const std::vector<int32_t>& cu_seqlens,
+                                 const AttentionParams& params, Tensor& out, Tensor& lse) = 0;
+  // dq (T, H*D), dk and dv (T, KV*D) written; recomputes the scores tile by tile.
+  virtual void attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k,
+                                  const Tensor& v, const Tensor& out, const Tensor& lse,
+                                  const std::vector<int32_t>& cu_seqlens,
+                                  const AttentionParams& params, Tensor& dq, Tensor& dk,
+                                  Tensor& dv) = 0;
+
+  // Cross-entropy on one chunk of logits. logits (N, V) fp32 or bf16;
+  // targets (N) int32, -1 = not counted; lse (N) fp32 written;
+  // loss_sum (1) fp32 accumulated with sum over counted rows of
+  // lse - logits[target]. A target outside [-1, V) is an InternalError.
+  virtual void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& lse,
+                                     Tensor& loss_sum) = 0;
+  // In place: logits <- scale * (softmax(logits) - onehot(target)), using the
+  // saved lse; rows with target -1 become 0. Afterwards logits holds dlogits.
+  virtual void cross_entropy_backward(Tensor& logits, const Tensor& targets, const Tensor& lse,
+                                      float scale) = 0;
+
+  // ---- optimizer ----
+  // One AdamW step on a flat parameter group. param (N) fp32 or bf16; master
+  // (N) fp32 when param is bf16 (the update happens there and is rounded into
+  // param), undefined when param is fp32; grad (N) param's dtype; m, v (N) fp32.
+  virtual void adamw_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
+                            const AdamWParams& params) = 0;
 
  protected:
   explicit Backend(Allocator& allocator) : allocator_(&allocator) {}

@@ -25,6 +25,37 @@ class MetaBackend final : public Backend {
   void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
             float alpha, float beta) override;
 
+  void copy_from_host(const void* src, Tensor& dst) override;
+  void copy_to_host(const Tensor& src, void* dst) override;
+  void scale(Tensor& x, float alpha) override;
+  void sum_squares(const Tensor& x, Tensor& out) override;
+  void embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) override;
+  void embedding_backward(const Tensor& d_out, const Tensor& ids, Tensor& d_table) override;
+  void rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, Tensor& y,
+                       Tensor& rstd) override;
+  void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
+                        Tensor& dx, Tensor& dw) override;
+  void rope_forward(Tensor& x, const Tensor& positions, int64_t head_dim, float theta) override;
+  void rope_backward(Tensor& dx, const Tensor& positions, int64_t head_dim, float theta) override;
+  void bias_forward(Tensor& x, const Tensor& bias) override;
+  void bias_backward(const Tensor& dy, Tensor& d_bias) override;
+  void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void swiglu_backward(const Tensor& d_out, const Tensor& gate, const Tensor& up, Tensor& d_gate,
+                       Tensor& d_up) override;
+  void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                         const std::vector<int32_t>& cu_seqlens, const AttentionParams& params,
+                         Tensor& out, Tensor& lse) override;
+  void attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& out, const Tensor& lse,
+                          const std::vector<int32_t>& cu_seqlens, const AttentionParams& params,
+                          Tensor& dq, Tensor& dk, Tensor& dv) override;
+  void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& lse,
+                             Tensor& loss_sum) override;
+  void cross_entropy_backward(Tensor& logits, const Tensor& targets, const Tensor& lse,
+                              float scale) override;
+  void adamw_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
+                    const AdamWParams& params) override;
+
  private:
   // The descriptors cpu would execute, asked of oneDNN on this machine, so
   // gemm's route and scratchpad size are cpu's; primitives are never made.

@@ -1,0 +1,16 @@
+// STUB: replaced by the op's implementation.
+#include "backend/cpu/cpu_backend.h"
+#include "util/error.h"
+
+namespace headroom {
+
+void CpuBackend::swiglu_forward(const Tensor& /*gate*/, const Tensor& /*up*/, Tensor& /*out*/) {
+  throw InternalError("swiglu_forward: not implemented on cpu yet");
+}
+
+void CpuBackend::swiglu_backward(const Tensor& /*d_out*/, const Tensor& /*gate*/,
+                                 const Tensor& /*up*/, Tensor& /*d_gate*/, Tensor& /*d_up*/) {
+  throw InternalError("swiglu_backward: not implemented on cpu yet");
+}
+
+}  // namespace headroom
