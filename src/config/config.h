@@ -66,6 +66,11 @@ struct DataSection {
   int64_t max_sample_tokens = 0;  // longer samples are truncated; 0 = never
   bool shuffle = true;
   int64_t seed = 1234;
+  // When `path` does not exist, write a synthetic corpus there first: an
+  // order-1 Markov source of known entropy over the model's vocabulary
+  // (docs/data-format.md). The quickstart uses it; real data leaves it off.
+  bool synthesize_if_missing = false;
+  int64_t synthetic_documents = 2000;
 
   bool operator==(const DataSection&) const = default;
 };

@@ -412,6 +412,11 @@ std::vector<ConfigKey> build_schema() {
               "Samples longer than this are truncated to it; 0 = never truncate."),
       boolean(HR_FIELD(data.shuffle), "Shuffle sample order every epoch."),
       integer(HR_FIELD(data.seed), 0, kNoMax, "Seed of the shuffle."),
+      boolean(HR_FIELD(data.synthesize_if_missing),
+              "If data.path does not exist, first write a synthetic corpus there: an order-1 "
+              "Markov source of known entropy over the model's vocabulary (seeded by data.seed)."),
+      integer(HR_FIELD(data.synthetic_documents), 1, kNoMax,
+              "Documents in the synthetic corpus (lengths uniform in 32..512 tokens)."),
 
       // [batch]
       choice(HR_FIELD(batch.mode),

@@ -36,7 +36,12 @@ ExperimentConfig everything_changed() {
       .alpha = 16.5,
       .dropout = 0.05,
       .targets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}};
-  c.data = {.path = "data/train.h5", .max_sample_tokens = 4096, .shuffle = false, .seed = 5};
+  c.data = {.path = "data/train.h5",
+            .max_sample_tokens = 4096,
+            .shuffle = false,
+            .seed = 5,
+            .synthesize_if_missing = true,
+            .synthetic_documents = 77};
   c.batch = {.mode = BatchSection::Mode::kPadded,
              .max_tokens_per_micro_batch = 16384,
              .micro_batch_size = 4,
@@ -104,6 +109,8 @@ TEST(ConfigSchema, HasEveryKeyOfTheDesignSketch) {
                            "data.max_sample_tokens",
                            "data.shuffle",
                            "data.seed",
+                           "data.synthesize_if_missing",
+                           "data.synthetic_documents",
                            "batch.mode",
                            "batch.max_tokens_per_micro_batch",
                            "batch.micro_batch_size",
