@@ -9,8 +9,8 @@
 namespace headroom {
 
 struct ModelConfig {
-  std::string name;          // preset name, or the config.json path it came from
-  std::string architecture;  // "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"
+  std::string name;               // preset name, or the config.json path it came from
+  std::string architecture;       // "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"
   int64_t vocab_size = 0;         // V
   int64_t hidden_size = 0;        // C
   int64_t intermediate_size = 0;  // F (SwiGLU)

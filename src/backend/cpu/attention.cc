@@ -1,23 +1,452 @@
-// STUB: replaced by the op's implementation.
+// attention: block-sparse flash attention over a packed (THD) batch.
+//   q (T, H*D), k and v (T, KV*D), fp32 or bf16; query head h reads kv head
+//   h / (H / KV) (GQA). Documents are [cu_seqlens[i], cu_seqlens[i+1]);
+//   causal within each, nothing across; window w > 0 also hides keys w or
+//   more positions older than the query.
+// forward:  out (T, H*D) in q's dtype; lse (H, T) fp32 = logsumexp over the
+//   visible keys of scale * q.k. Only lse is saved: backward recomputes the
+//   probabilities from it, tile by tile, and the T x T scores never exist.
+// backward: dq, dk, dv written, in q's dtype (FlashAttention-2's equations:
+//   D_i = rowsum(dO_i * O_i); P = exp(scale S - lse); dV = P^T dO;
+//   dP = dO V^T; dS = P * (dP - D); dQ = scale dS K; dK = scale dS^T Q).
+//   A kv head's dk / dv sum over the query heads that share it.
+// Tiles: block_size x block_size over the T axis (cpu/attention_tiles.h):
+// fully masked tiles are never touched, fully visible ones are not masked,
+// the rest keep each row's visible interval. fp32 accumulation throughout;
+// bf16 is widened on load and rounded once, on store.
+// Determinism: every output element is owned by one work item and summed in
+// a fixed order, so the bits do not depend on the thread count or schedule.
+// Forward works on (head, query tile); backward in two passes, dq over
+// (head, query tile) and dk / dv over (kv head, key tile), each recomputing
+// the probabilities it needs (7 tile products per tile pair instead of
+// FlashAttention-2's 5, in exchange for no atomics and no dq partials).
+// Allocates: forward nothing; backward attention.delta (H, T) fp32,
+// workspace, held for the call (attention_checks.h). Tile buffers are on the
+// stack, at most ~640 KiB per thread (kMaxAttentionBlockSize / HeadDim).
+#include <cmath>
+#include <limits>
+
+#include "backend/attention_checks.h"
+#include "backend/cpu/attention_kernels.h"
+#include "backend/cpu/attention_tiles.h"
 #include "backend/cpu/cpu_backend.h"
-#include "util/error.h"
+
+// The kernels' templates are instantiated at the end of this file with 32-byte
+// vectors, always inlined: see attention_kernels.h.
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace headroom {
 
-void CpuBackend::attention_forward(const Tensor& /*q*/, const Tensor& /*k*/, const Tensor& /*v*/,
-                                   const std::vector<int32_t>& /*cu_seqlens*/,
-                                   const AttentionParams& /*params*/, Tensor& /*out*/,
-                                   Tensor& /*lse*/) {
-  throw InternalError("attention_forward: not implemented on cpu yet");
+namespace {
+
+using namespace attention_cpu;
+
+constexpr int64_t kMaxB = kMaxAttentionBlockSize;
+constexpr int64_t kMaxD = kMaxAttentionHeadDim;
+
+// A work item runs alone below this many multiply-adds in the whole call:
+// forking the OpenMP team costs more than it saves. Only speed depends on it.
+constexpr double kMinParallelWork = 1 << 20;
+
+HR_ATTENTION_INLINE float store_value(float x, float*) {
+  return x;
+}
+HR_ATTENTION_INLINE bf16 store_value(float x, bf16*) {
+  return to_bf16(x);
 }
 
-void CpuBackend::attention_backward(const Tensor& /*d_out*/, const Tensor& /*q*/,
-                                    const Tensor& /*k*/, const Tensor& /*v*/, const Tensor& /*out*/,
-                                    const Tensor& /*lse*/,
-                                    const std::vector<int32_t>& /*cu_seqlens*/,
-                                    const AttentionParams& /*params*/, Tensor& /*dq*/,
-                                    Tensor& /*dk*/, Tensor& /*dv*/) {
-  throw InternalError("attention_backward: not implemented on cpu yet");
+// One call's operands as raw pointers, and what every work item needs to
+// know. A token's row of head h starts at h * D; rows are `*_stride` apart.
+template <typename T>
+struct Problem {
+  AttentionDims dims;
+  const AttentionTilePlan* plan = nullptr;
+  const std::vector<int32_t>* cu_seqlens = nullptr;
+  float scale = 0;
+  int64_t q_stride = 0;   // H * D: q, out, d_out, dq
+  int64_t kv_stride = 0;  // KV * D: k, v, dk, dv
+  const T* q = nullptr;
+  const T* k = nullptr;
+  const T* v = nullptr;
+  T* out = nullptr;      // forward
+  float* lse = nullptr;  // forward: written; backward: read
+  const T* d_out = nullptr;
+  const float* delta = nullptr;
+  T* dq = nullptr;
+  T* dk = nullptr;
+  T* dv = nullptr;
+};
+
+template <typename T>
+Problem<T> make_problem(const AttentionDims& dims, const AttentionTilePlan& plan,
+                        const std::vector<int32_t>& cu_seqlens, float scale, const Tensor& q,
+                        const Tensor& k, const Tensor& v) {
+  Problem<T> p;
+  p.dims = dims;
+  p.plan = &plan;
+  p.cu_seqlens = &cu_seqlens;
+  p.scale = scale;
+  p.q_stride = dims.heads * dims.head_dim;
+  p.kv_stride = dims.kv_heads * dims.head_dim;
+  p.q = q.data<T>();
+  p.k = k.data<T>();
+  p.v = v.data<T>();
+  return p;
+}
+
+// Where one tile sits: rows [q0, q0 + nq) of queries, [k0, k0 + nk) of keys.
+struct TileSpan {
+  int64_t q0, nq, k0, nk;
+};
+TileSpan span_of(const AttentionDims& d, int64_t query_tile, int64_t key_tile) {
+  TileSpan s;
+  s.q0 = query_tile * d.block_size;
+  s.nq = std::min(d.block_size, d.tokens - s.q0);
+  s.k0 = key_tile * d.block_size;
+  s.nk = std::min(d.block_size, d.tokens - s.k0);
+  return s;
+}
+
+// The visible keys [lo, hi) of row r of a tile, relative to its first key;
+// empty when lo >= hi. `first` is the row's first visible key token
+// (attention_tiles.h); the last is the row's own token.
+HR_ATTENTION_INLINE void visible_columns(const TileSpan& s, TileKind kind, int64_t r, int64_t first,
+                                         int64_t& lo, int64_t& hi) {
+  if (kind == TileKind::kFull) {
+    lo = 0;
+    hi = s.nk;
+    return;
+  }
+  lo = std::clamp<int64_t>(first - s.k0, 0, s.nk);
+  hi = std::clamp<int64_t>(s.q0 + r - s.k0 + 1, 0, s.nk);
+}
+
+// The same for every row of a tile at once, padded to `ld` rows with empty
+// intervals (the padding queries see nothing and are never stored).
+HR_ATTENTION_INLINE void visible_columns(const TileSpan& s, TileKind kind, const int64_t* first,
+                                         int64_t ld, int32_t* lo, int32_t* hi) {
+  for (int64_t r = 0; r < ld; ++r) {
+    int64_t l = 0, h = 0;
+    if (r < s.nq) visible_columns(s, kind, r, first[r], l, h);
+    lo[r] = static_cast<int32_t>(l);
+    hi[r] = static_cast<int32_t>(h);
+  }
+}
+
+// ---- forward: one (head h, query tile i) ----
+// Scores are computed keys-by-queries, s_t = K q^T, against q transposed once
+// for the whole item, so the softmax runs over eight queries at a time and
+// no tile is transposed per key tile.
+
+template <typename T>
+HR_ATTENTION_INLINE void forward_item(const Problem<T>& p, int64_t h, int64_t i) {
+  const AttentionDims& d = p.dims;
+  const int64_t dim = d.head_dim, g = h / d.group();
+  float q_t[kMaxD * kMaxB];  // the query tile transposed, [D][ld]
+  float acc[kMaxB * kMaxD];  // unnormalized output, [nq][D]
+  float s_t[kMaxB * kMaxB];  // scores, then probabilities, [nk][ld]
+  float max[kMaxB], sum[kMaxB], rescale[kMaxB];
+  int64_t first[kMaxB];
+  int32_t lo[kMaxB], hi[kMaxB];
+
+  const TileSpan row = span_of(d, i, i);
+  const int64_t ld = round_up8(row.nq);
+  transpose_tile(p.q + row.q0 * p.q_stride + h * dim, p.q_stride, row.nq, dim, q_t, ld);
+  for (int64_t r = 0; r < ld; ++r) {
+    if (r < row.nq) first[r] = first_visible_key(*p.cu_seqlens, row.q0 + r, d.window);
+    max[r] = kMinusInfinity;
+    sum[r] = 0.0f;
+  }
+  std::fill(acc, acc + row.nq * dim, 0.0f);
+
+  const AttentionTilePlan& plan = *p.plan;
+  for (int64_t e = plan.row_begin[i]; e < plan.row_begin[i + 1]; ++e) {
+    const TileRef& ref = plan.rows[e];
+    const TileSpan t = span_of(d, i, ref.other);
+    const T* k = p.k + t.k0 * p.kv_stride + g * dim;
+    const T* v = p.v + t.k0 * p.kv_stride + g * dim;
+    visible_columns(t, ref.kind, first, ld, lo, hi);
+    tile_gemm(t.nk, ld, dim, k, p.kv_stride, 1, q_t, ld, s_t, ld, false);
+    softmax_update_by_columns(s_t, t.nk, ld, lo, hi, p.scale, max, sum, rescale);
+    for (int64_t r = 0; r < t.nq; ++r) {
+      const float factor = rescale[r];
+      if (factor == 1.0f) continue;
+      float* acc_row = acc + r * dim;
+#pragma omp simd
+      for (int64_t c = 0; c < dim; ++c)
+        acc_row[c] *= factor;
+    }
+    // acc += P v, with P read transposed out of s_t: A(r, c) = s_t[c][r].
+    tile_gemm(t.nq, dim, t.nk, s_t, 1, ld, v, p.kv_stride, acc, dim, true);
+  }
+
+  // Every row saw at least its own key, whose term is exp(0) = 1: sum >= 1.
+  for (int64_t r = 0; r < row.nq; ++r) {
+    const float inv = 1.0f / sum[r];
+    T* out_row = p.out + (row.q0 + r) * p.q_stride + h * dim;
+    const float* acc_row = acc + r * dim;
+    for (int64_t c = 0; c < dim; ++c)
+      out_row[c] = store_value(acc_row[c] * inv, out_row);
+    p.lse[h * d.tokens + row.q0 + r] = max[r] + std::log(sum[r]);
+  }
+}
+
+// ---- backward, pass 1: dq for one (head h, query tile i) ----
+// Keys-by-queries like forward: q and dO are transposed once per item.
+
+template <typename T>
+HR_ATTENTION_INLINE void backward_dq_item(const Problem<T>& p, int64_t h, int64_t i) {
+  const AttentionDims& d = p.dims;
+  const int64_t dim = d.head_dim, g = h / d.group();
+  float q_t[kMaxD * kMaxB];   // the query tile transposed, [D][ld]
+  float do_t[kMaxD * kMaxB];  // its output gradient transposed, [D][ld]
+  float acc[kMaxB * kMaxD];   // dq / scale, [nq][D]
+  float s_t[kMaxB * kMaxB];   // scores, then dS, [nk][ld]
+  float dp_t[kMaxB * kMaxB];  // V dO^T, [nk][ld]
+  float lse[kMaxB], delta[kMaxB];
+  int64_t first[kMaxB];
+  int32_t lo[kMaxB], hi[kMaxB];
+
+  const TileSpan row = span_of(d, i, i);
+  const int64_t ld = round_up8(row.nq);
+  transpose_tile(p.q + row.q0 * p.q_stride + h * dim, p.q_stride, row.nq, dim, q_t, ld);
+  transpose_tile(p.d_out + row.q0 * p.q_stride + h * dim, p.q_stride, row.nq, dim, do_t, ld);
+  for (int64_t r = 0; r < ld; ++r) {
+    const bool real = r < row.nq;
+    if (real) first[r] = first_visible_key(*p.cu_seqlens, row.q0 + r, d.window);
+    lse[r] = real ? p.lse[h * d.tokens + row.q0 + r] : 0.0f;
+    delta[r] = real ? p.delta[h * d.tokens + row.q0 + r] : 0.0f;
+  }
+  std::fill(acc, acc + row.nq * dim, 0.0f);
+
+  const AttentionTilePlan& plan = *p.plan;
+  for (int64_t e = plan.row_begin[i]; e < plan.row_begin[i + 1]; ++e) {
+    const TileRef& ref = plan.rows[e];
+    const TileSpan t = span_of(d, i, ref.other);
+    const T* k = p.k + t.k0 * p.kv_stride + g * dim;
+    const T* v = p.v + t.k0 * p.kv_stride + g * dim;
+    visible_columns(t, ref.kind, first, ld, lo, hi);
+    tile_gemm(t.nk, ld, dim, k, p.kv_stride, 1, q_t, ld, s_t, ld, false);
+    tile_gemm(t.nk, ld, dim, v, p.kv_stride, 1, do_t, ld, dp_t, ld, false);
+    score_gradients_by_columns(s_t, dp_t, t.nk, ld, lo, hi, p.scale, lse, delta);
+    // acc += dS k, with dS read transposed out of s_t.
+    tile_gemm(t.nq, dim, t.nk, s_t, 1, ld, k, p.kv_stride, acc, dim, true);
+  }
+
+  for (int64_t r = 0; r < row.nq; ++r) {
+    T* dq_row = p.dq + (row.q0 + r) * p.q_stride + h * dim;
+    const float* acc_row = acc + r * dim;
+    for (int64_t c = 0; c < dim; ++c)
+      dq_row[c] = store_value(acc_row[c] * p.scale, dq_row);
+  }
+}
+
+// ---- backward, pass 2: dk and dv for one (kv head g, key tile j) ----
+
+template <typename T>
+HR_ATTENTION_INLINE void backward_dkv_item(const Problem<T>& p, int64_t g, int64_t j) {
+  const AttentionDims& d = p.dims;
+  const int64_t dim = d.head_dim, ld = round_up8(d.block_size);
+  float k_t[kMaxD * kMaxB];  // key tile transposed, [D][ld]
+  float v_t[kMaxD * kMaxB];  // value tile transposed, [D][ld]
+  float dk[kMaxB * kMaxD];   // dk / scale, [nk][D]
+  float dv[kMaxB * kMaxD];   // [nk][D]
+  float s[kMaxB * kMaxB];    // scores, then P, then dS, [nq][ld]
+  float dp[kMaxB * kMaxB];   // dO V^T, [nq][ld]
+  int64_t first[kMaxB];
+
+  const TileSpan column = span_of(d, j, j);
+  const int64_t width = round_up8(column.nk);
+  transpose_tile(p.k + column.k0 * p.kv_stride + g * dim, p.kv_stride, column.nk, dim, k_t, width);
+  transpose_tile(p.v + column.k0 * p.kv_stride + g * dim, p.kv_stride, column.nk, dim, v_t, width);
+  std::fill(dk, dk + column.nk * dim, 0.0f);
+  std::fill(dv, dv + column.nk * dim, 0.0f);
+
+  const AttentionTilePlan& plan = *p.plan;
+  for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
+    for (int64_t e = plan.column_begin[j]; e < plan.column_begin[j + 1]; ++e) {
+      const TileRef& ref = plan.columns[e];
+      const TileSpan t = span_of(d, ref.other, j);
+      const T* q = p.q + t.q0 * p.q_stride + h * dim;
+      const T* d_out = p.d_out + t.q0 * p.q_stride + h * dim;
+      const float* lse = p.lse + h * d.tokens + t.q0;
+      const float* delta = p.delta + h * d.tokens + t.q0;
+      if (ref.kind == TileKind::kPartial)
+        for (int64_t r = 0; r < t.nq; ++r)
+          first[r] = first_visible_key(*p.cu_seqlens, t.q0 + r, d.window);
+      tile_gemm(t.nq, width, dim, q, p.q_stride, 1, k_t, width, s, ld, false);
+      tile_gemm(t.nq, width, dim, d_out, p.q_stride, 1, v_t, width, dp, ld, false);
+      for (int64_t r = 0; r < t.nq; ++r) {
+        int64_t lo, hi;
+        visible_columns(t, ref.kind, r, first[r], lo, hi);
+        probabilities_row(s + r * ld, width, lo, hi, p.scale, lse[r]);
+      }
+      // dV += P^T dO: A(c, r) = P[r][c].
+      tile_gemm(t.nk, dim, t.nq, s, 1, ld, d_out, p.q_stride, dv, dim, true);
+      for (int64_t r = 0; r < t.nq; ++r)
+        score_gradients_row(s + r * ld, dp + r * ld, width, delta[r]);
+      // dK += dS^T Q.
+      tile_gemm(t.nk, dim, t.nq, s, 1, ld, q, p.q_stride, dk, dim, true);
+    }
+  }
+
+  for (int64_t c = 0; c < column.nk; ++c) {
+    T* dk_row = p.dk + (column.k0 + c) * p.kv_stride + g * dim;
+    T* dv_row = p.dv + (column.k0 + c) * p.kv_stride + g * dim;
+    for (int64_t x = 0; x < dim; ++x) {
+      dk_row[x] = store_value(dk[c * dim + x] * p.scale, dk_row);
+      dv_row[x] = store_value(dv[c * dim + x], dv_row);
+    }
+  }
+}
+
+// D = rowsum(dO * O) for one token, every head.
+template <typename T>
+void backward_delta_row(const Problem<T>& p, const T* out, float* delta, int64_t t) {
+  const int64_t dim = p.dims.head_dim;
+  for (int64_t h = 0; h < p.dims.heads; ++h) {
+    const T* o = out + t * p.q_stride + h * dim;
+    const T* d_o = p.d_out + t * p.q_stride + h * dim;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t c = 0; c < dim; ++c)
+      sum += widen(o[c]) * widen(d_o[c]);
+    delta[h * p.dims.tokens + t] = sum;
+  }
+}
+
+// The work items, compiled twice where the toolchain can: for x86-64-v3
+// (AVX2 + FMA, what every machine this project runs on has) and for the
+// baseline, chosen once at load time by the CPU. The build's flags stay
+// baseline so the binary runs anywhere; within one machine every item runs
+// the same clone, so thread count never changes the bits.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HR_ATTENTION_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define HR_ATTENTION_CLONES
+#endif
+
+HR_ATTENTION_CLONES void forward_item_f32(const Problem<float>& p, int64_t h, int64_t i) {
+  forward_item(p, h, i);
+}
+HR_ATTENTION_CLONES void forward_item_bf16(const Problem<bf16>& p, int64_t h, int64_t i) {
+  forward_item(p, h, i);
+}
+HR_ATTENTION_CLONES void backward_dq_item_f32(const Problem<float>& p, int64_t h, int64_t i) {
+  backward_dq_item(p, h, i);
+}
+HR_ATTENTION_CLONES void backward_dq_item_bf16(const Problem<bf16>& p, int64_t h, int64_t i) {
+  backward_dq_item(p, h, i);
+}
+HR_ATTENTION_CLONES void backward_dkv_item_f32(const Problem<float>& p, int64_t g, int64_t j) {
+  backward_dkv_item(p, g, j);
+}
+HR_ATTENTION_CLONES void backward_dkv_item_bf16(const Problem<bf16>& p, int64_t g, int64_t j) {
+  backward_dkv_item(p, g, j);
+}
+void run_forward_item(const Problem<float>& p, int64_t h, int64_t i) {
+  forward_item_f32(p, h, i);
+}
+void run_forward_item(const Problem<bf16>& p, int64_t h, int64_t i) {
+  forward_item_bf16(p, h, i);
+}
+void run_backward_dq_item(const Problem<float>& p, int64_t h, int64_t i) {
+  backward_dq_item_f32(p, h, i);
+}
+void run_backward_dq_item(const Problem<bf16>& p, int64_t h, int64_t i) {
+  backward_dq_item_bf16(p, h, i);
+}
+void run_backward_dkv_item(const Problem<float>& p, int64_t g, int64_t j) {
+  backward_dkv_item_f32(p, g, j);
+}
+void run_backward_dkv_item(const Problem<bf16>& p, int64_t g, int64_t j) {
+  backward_dkv_item_bf16(p, g, j);
+}
+
+// Multiply-adds of one tile pair for one head (the scores' and the
+// output's), to decide whether forking threads pays.
+double tile_work(const AttentionDims& d, const AttentionTilePlan& plan) {
+  return static_cast<double>(plan.full + plan.partial) * static_cast<double>(d.heads) *
+         static_cast<double>(d.block_size * d.block_size * d.head_dim) * 2.0;
+}
+
+// Items are numbered so the costliest come first (late query tiles see the
+// most keys; early key tiles are seen by the most queries), which is what
+// a dynamic schedule needs to end evenly.
+template <typename T>
+void forward(const Problem<T>& p) {
+  const int64_t heads = p.dims.heads, tiles = p.dims.tiles(), items = heads * tiles;
+  const bool parallel = tile_work(p.dims, *p.plan) >= kMinParallelWork;
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+  for (int64_t w = 0; w < items; ++w)
+    run_forward_item(p, w % heads, tiles - 1 - w / heads);
+}
+
+template <typename T>
+void backward(const Problem<T>& p, const T* out, float* delta) {
+  const AttentionDims& d = p.dims;
+  const int64_t tiles = d.tiles();
+  const bool parallel = tile_work(d, *p.plan) >= kMinParallelWork;
+#pragma omp parallel if (parallel)
+  {
+    // This loop's implicit barrier: every delta is written before an item reads it.
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < d.tokens; ++t)
+      backward_delta_row(p, out, delta, t);
+#pragma omp for schedule(dynamic, 1) nowait
+    for (int64_t w = 0; w < d.heads * tiles; ++w)
+      run_backward_dq_item(p, w % d.heads, tiles - 1 - w / d.heads);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t w = 0; w < d.kv_heads * tiles; ++w)
+      run_backward_dkv_item(p, w % d.kv_heads, w / d.kv_heads);
+  }
+}
+
+}  // namespace
+
+void CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const std::vector<int32_t>& cu_seqlens,
+                                   const AttentionParams& params, Tensor& out, Tensor& lse) {
+  const AttentionDims dims = check_attention_forward(kind(), q, k, v, cu_seqlens, params, out, lse);
+  const AttentionTilePlan plan =
+      attention_tile_plan(cu_seqlens, dims.tokens, dims.block_size, dims.window);
+  if (q.dtype() == DType::kF32) {
+    Problem<float> p = make_problem<float>(dims, plan, cu_seqlens, params.scale, q, k, v);
+    p.out = out.data<float>();
+    p.lse = lse.data<float>();
+    forward(p);
+  } else {
+    Problem<bf16> p = make_problem<bf16>(dims, plan, cu_seqlens, params.scale, q, k, v);
+    p.out = out.data<bf16>();
+    p.lse = lse.data<float>();
+    forward(p);
+  }
+}
+
+void CpuBackend::attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k,
+                                    const Tensor& v, const Tensor& out, const Tensor& lse,
+                                    const std::vector<int32_t>& cu_seqlens,
+                                    const AttentionParams& params, Tensor& dq, Tensor& dk,
+                                    Tensor& dv) {
+  const AttentionDims dims =
+      check_attention_backward(kind(), d_out, q, k, v, out, lse, cu_seqlens, params, dq, dk, dv);
+  AttentionBackwardScratch scratch = allocate_attention_backward_scratch(*this, dims);
+  const AttentionTilePlan plan =
+      attention_tile_plan(cu_seqlens, dims.tokens, dims.block_size, dims.window);
+  auto run = [&]<typename T>(T*) {
+    Problem<T> p = make_problem<T>(dims, plan, cu_seqlens, params.scale, q, k, v);
+    p.lse = lse.data<float>();
+    p.d_out = d_out.data<T>();
+    p.delta = scratch.delta.data<float>();
+    p.dq = dq.data<T>();
+    p.dk = dk.data<T>();
+    p.dv = dv.data<T>();
+    backward(p, out.data<T>(), scratch.delta.data<float>());
+  };
+  if (q.dtype() == DType::kF32)
+    run(static_cast<float*>(nullptr));
+  else
+    run(static_cast<bf16*>(nullptr));
 }
 
 }  // namespace headroom

@@ -1,15 +1,80 @@
-// STUB: replaced by the op's implementation.
+// bias_forward: x[t, :] += bias[:] in place; x (T, N), bias (N), one dtype
+// (bf16: added in fp32, rounded once). Qwen2's q/k/v projection biases.
+// bias_backward: d_bias[:] += sum over t of dy[t, :]; dy (T, N), d_bias (N)
+// one dtype, accumulated. The column sums are in double, each owned by one
+// thread walking the rows in order, and rounded into d_bias once: the same
+// bits for any thread count.
+// Allocates: nothing.
+#include <algorithm>
+#include <array>
+
 #include "backend/cpu/cpu_backend.h"
-#include "util/error.h"
+#include "backend/model_op_checks.h"
 
 namespace headroom {
 
-void CpuBackend::bias_forward(Tensor& /*x*/, const Tensor& /*bias*/) {
-  throw InternalError("bias_forward: not implemented on cpu yet");
+namespace {
+
+constexpr int64_t kColumnBlock = 64;  // d_bias columns per thread task
+
+inline float widen(float v) {
+  return v;
+}
+inline float widen(bf16 v) {
+  return to_float(v);
+}
+inline void store(float* p, float v) {
+  *p = v;
+}
+inline void store(bf16* p, float v) {
+  *p = to_bf16(v);
 }
 
-void CpuBackend::bias_backward(const Tensor& /*dy*/, Tensor& /*d_bias*/) {
-  throw InternalError("bias_backward: not implemented on cpu yet");
+template <typename T>
+void add_rows(T* x, const T* bias, int64_t rows, int64_t width) {
+#pragma omp parallel for schedule(static) if (rows * width >= kMinParallelElements)
+  for (int64_t t = 0; t < rows; ++t) {
+    T* row = x + t * width;
+    for (int64_t i = 0; i < width; ++i)
+      store(row + i, widen(row[i]) + widen(bias[i]));
+  }
+}
+
+template <typename T>
+void sum_rows_into(const T* dy, T* d_bias, int64_t rows, int64_t width) {
+  int64_t blocks = (width + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for schedule(static) if (rows * width >= kMinParallelElements)
+  for (int64_t b = 0; b < blocks; ++b) {
+    int64_t c0 = b * kColumnBlock;
+    int64_t count = std::min(kColumnBlock, width - c0);
+    std::array<double, kColumnBlock> sum{};
+    for (int64_t t = 0; t < rows; ++t) {
+      const T* row = dy + t * width + c0;
+      for (int64_t c = 0; c < count; ++c)
+        sum[c] += static_cast<double>(widen(row[c]));
+    }
+    for (int64_t c = 0; c < count; ++c)
+      store(d_bias + c0 + c,
+            static_cast<float>(static_cast<double>(widen(d_bias[c0 + c])) + sum[c]));
+  }
+}
+
+}  // namespace
+
+void CpuBackend::bias_forward(Tensor& x, const Tensor& bias) {
+  check_bias_forward(kind(), x, bias);
+  if (x.dtype() == DType::kF32)
+    add_rows(x.data<float>(), bias.data<float>(), x.size(0), x.size(1));
+  else
+    add_rows(x.data<bf16>(), bias.data<bf16>(), x.size(0), x.size(1));
+}
+
+void CpuBackend::bias_backward(const Tensor& dy, Tensor& d_bias) {
+  check_bias_backward(kind(), dy, d_bias);
+  if (dy.dtype() == DType::kF32)
+    sum_rows_into(dy.data<float>(), d_bias.data<float>(), dy.size(0), dy.size(1));
+  else
+    sum_rows_into(dy.data<bf16>(), d_bias.data<bf16>(), dy.size(0), dy.size(1));
 }
 
 }  // namespace headroom

@@ -1,17 +1,151 @@
-// STUB: replaced by the op's implementation.
+// cross_entropy: one chunk of logits against its targets.
+//
+// forward: lse[i] = log(sum_j exp(logits[i, j])), for every row (ignored ones
+//   too: lse is defined by the logits alone); loss_sum += sum over counted rows
+//   (target != -1) of lse[i] - logits[i, target[i]].
+//   Numerically stable: the row max is subtracted before exp; the exp-sum and
+//   each row's loss are accumulated in double.
+// backward, in place: logits[i, :] <- scale * (exp(logits[i, :] - lse[i]) -
+//   onehot(target[i])); rows with target -1 become exactly 0. It uses the lse
+//   forward saved (no second max/exp-sum pass), so a chunk kept from forward
+//   and a chunk recomputed by the same gemm give the same dlogits.
+// logits fp32 or bf16 (bf16 is read exactly and its dlogits rounded once to
+// nearest even); math in fp32, sums in double.
+// Determinism: rows are independent; loss_sum is a sum of kLossPartials
+// partials over a partition of rows that depends only on N, each summed in
+// row order, then summed in partial order, so its bits do not depend on the
+// OpenMP thread count.
+// Targets outside [-1, V) are an InternalError naming the row and value,
+// raised before anything is written.
+// Allocates: nothing.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <string>
+
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cross_entropy_checks.h"
+#include "backend/op_checks.h"
 #include "util/error.h"
 
 namespace headroom {
 
-void CpuBackend::cross_entropy_forward(const Tensor& /*logits*/, const Tensor& /*targets*/,
-                                       Tensor& /*lse*/, Tensor& /*loss_sum*/) {
-  throw InternalError("cross_entropy_forward: not implemented on cpu yet");
+namespace {
+
+// Fixed, not per thread: enough to keep 256 threads busy, small enough for the
+// stack (2 KiB), so loss_sum needs no scratch from the allocator.
+constexpr int64_t kLossPartials = 256;
+
+inline float value_of(float x) {
+  return x;
+}
+inline float value_of(bf16 x) {
+  return to_float(x);
+}
+inline void store(float& slot, float value) {
+  slot = value;
+}
+inline void store(bf16& slot, float value) {
+  slot = to_bf16(value);
 }
 
-void CpuBackend::cross_entropy_backward(Tensor& /*logits*/, const Tensor& /*targets*/,
-                                        const Tensor& /*lse*/, float /*scale*/) {
-  throw InternalError("cross_entropy_backward: not implemented on cpu yet");
+void check_target_values(std::string_view op, const Tensor& logits, const Tensor& targets) {
+  const int32_t* target = targets.data<int32_t>();
+  int64_t rows = targets.numel();
+  int64_t vocab = logits.size(1);
+  for (int64_t i = 0; i < rows; ++i)
+    if (target[i] < -1 || target[i] >= vocab)
+      throw InternalError(std::string(op) + ": targets " + describe_operand(targets) + " row " +
+                          std::to_string(i) + " = " + std::to_string(target[i]) +
+                          " is outside [-1, " + std::to_string(vocab) + ") for logits " +
+                          describe_operand(logits) + " (-1 marks a row that is not counted)");
+}
+
+// log(sum_j exp(x[j])) of one row, in double.
+template <typename T>
+double row_logsumexp(const T* x, int64_t vocab) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < vocab; ++j)
+    max = std::max(max, value_of(x[j]));
+  // Every logit -inf: the sum is 0, exp(-inf - -inf) would be NaN.
+  if (max == -std::numeric_limits<float>::infinity()) return max;
+  double sum = 0;
+  for (int64_t j = 0; j < vocab; ++j)
+    sum += static_cast<double>(std::exp(value_of(x[j]) - max));
+  return static_cast<double>(max) + std::log(sum);
+}
+
+template <typename T>
+double forward_rows(const T* logits, const int32_t* target, float* lse, int64_t rows,
+                    int64_t vocab) {
+  std::array<double, kLossPartials> partials{};
+  int64_t parts = std::min(kLossPartials, rows);
+#pragma omp parallel for schedule(static) if (rows * vocab >= kMinParallelElements)
+  for (int64_t p = 0; p < parts; ++p) {
+    double partial = 0;
+    for (int64_t i = rows * p / parts; i < rows * (p + 1) / parts; ++i) {
+      const T* x = logits + i * vocab;
+      double row_lse = row_logsumexp(x, vocab);
+      lse[i] = static_cast<float>(row_lse);
+      if (target[i] >= 0) partial += row_lse - static_cast<double>(value_of(x[target[i]]));
+    }
+    partials[static_cast<size_t>(p)] = partial;
+  }
+  double total = 0;
+  for (int64_t p = 0; p < parts; ++p)
+    total += partials[static_cast<size_t>(p)];
+  return total;
+}
+
+template <typename T>
+void backward_rows(T* logits, const int32_t* target, const float* lse, int64_t rows, int64_t vocab,
+                   float scale) {
+#pragma omp parallel for schedule(static) if (rows * vocab >= kMinParallelElements)
+  for (int64_t i = 0; i < rows; ++i) {
+    T* x = logits + i * vocab;
+    int32_t t = target[i];
+    if (t < 0) {
+      for (int64_t j = 0; j < vocab; ++j)
+        store(x[j], 0.0f);
+      continue;
+    }
+    float row_lse = lse[i];
+    // Read before the row is overwritten: the onehot term sits at x[t].
+    float target_logit = value_of(x[t]);
+    for (int64_t j = 0; j < vocab; ++j)
+      store(x[j], scale * std::exp(value_of(x[j]) - row_lse));
+    store(x[t], scale * (std::exp(target_logit - row_lse) - 1.0f));
+  }
+}
+
+}  // namespace
+
+void CpuBackend::cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& lse,
+                                       Tensor& loss_sum) {
+  check_cross_entropy_forward(kind(), logits, targets, lse, loss_sum);
+  check_target_values("cross_entropy_forward", logits, targets);
+  int64_t rows = logits.size(0);
+  int64_t vocab = logits.size(1);
+  const int32_t* target = targets.data<int32_t>();
+  double total = logits.dtype() == DType::kF32
+                     ? forward_rows(logits.data<float>(), target, lse.data<float>(), rows, vocab)
+                     : forward_rows(logits.data<bf16>(), target, lse.data<float>(), rows, vocab);
+  float* sum = loss_sum.data<float>();
+  sum[0] = static_cast<float>(static_cast<double>(sum[0]) + total);
+}
+
+void CpuBackend::cross_entropy_backward(Tensor& logits, const Tensor& targets, const Tensor& lse,
+                                        float scale) {
+  check_cross_entropy_backward(kind(), logits, targets, lse, scale);
+  check_target_values("cross_entropy_backward", logits, targets);
+  int64_t rows = logits.size(0);
+  int64_t vocab = logits.size(1);
+  const int32_t* target = targets.data<int32_t>();
+  if (logits.dtype() == DType::kF32)
+    backward_rows(logits.data<float>(), target, lse.data<float>(), rows, vocab, scale);
+  else
+    backward_rows(logits.data<bf16>(), target, lse.data<float>(), rows, vocab, scale);
 }
 
 }  // namespace headroom

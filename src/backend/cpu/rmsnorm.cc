@@ -1,17 +1,136 @@
-// STUB: replaced by the op's implementation.
+// rmsnorm_forward: y = x * rstd * w row by row, rstd = 1 / sqrt(mean(x^2) +
+// eps); x, y (N, C), w (C) one dtype (fp32 or bf16); rstd (N) fp32 written
+// and saved for backward (y is not needed there).
+// rmsnorm_backward, with r = rstd[n] and g = dy * w:
+//   dx[n, i] = r * g[i] - x[n, i] * r^3 / C * sum_j g[j] x[n, j]   (written)
+//   dw[i]   += sum_n dy[n, i] * x[n, i] * r                        (accumulated)
+//
+// Numerics: sums over a row or over rows accumulate in double in a fixed
+// order; everything elementwise is fp32; bf16 values are widened on load and
+// rounded once on store. Hugging Face's LlamaRMSNorm rounds x * rstd to bf16
+// before multiplying by w (two roundings); this rounds once, which is at least
+// as close to the exact result.
+//
+// Deterministic for any thread count: rows are independent, and dw is summed
+// by column blocks, each owned by one thread walking the rows in order (no
+// per-thread partial sums to combine).
+// Allocates: nothing.
+#include <algorithm>
+#include <array>
+#include <cmath>
+
 #include "backend/cpu/cpu_backend.h"
-#include "util/error.h"
+#include "backend/model_op_checks.h"
 
 namespace headroom {
 
-void CpuBackend::rmsnorm_forward(const Tensor& /*x*/, const Tensor& /*w*/, float /*eps*/,
-                                 Tensor& /*y*/, Tensor& /*rstd*/) {
-  throw InternalError("rmsnorm_forward: not implemented on cpu yet");
+namespace {
+
+constexpr int64_t kLanes = 8;         // independent accumulators for a row's sum
+constexpr int64_t kColumnBlock = 64;  // dw columns per thread task
+
+inline float widen(float v) {
+  return v;
+}
+inline float widen(bf16 v) {
+  return to_float(v);
+}
+inline void store(float* p, float v) {
+  *p = v;
+}
+inline void store(bf16* p, float v) {
+  *p = to_bf16(v);
 }
 
-void CpuBackend::rmsnorm_backward(const Tensor& /*dy*/, const Tensor& /*x*/, const Tensor& /*w*/,
-                                  const Tensor& /*rstd*/, Tensor& /*dx*/, Tensor& /*dw*/) {
-  throw InternalError("rmsnorm_backward: not implemented on cpu yet");
+// sum_i a[i] * b[i] * c[i] in double (c may be null: then 1), over kLanes
+// interleaved accumulators combined in lane order. Products of up to three
+// floats are exact or nearly so in double.
+template <typename T, typename U>
+double row_dot(const T* a, const T* b, const U* c, int64_t n) {
+  std::array<double, kLanes> lanes{};
+  for (int64_t i = 0; i < n; ++i) {
+    double term = static_cast<double>(widen(a[i])) * static_cast<double>(widen(b[i]));
+    if (c != nullptr) term *= static_cast<double>(widen(c[i]));
+    lanes[static_cast<size_t>(i % kLanes)] += term;
+  }
+  double sum = 0;
+  for (double lane : lanes)
+    sum += lane;
+  return sum;
+}
+
+template <typename T>
+void forward(const T* x, const T* w, float eps, T* y, float* rstd, int64_t rows, int64_t width) {
+#pragma omp parallel for schedule(static) if (rows * width >= kMinParallelElements)
+  for (int64_t n = 0; n < rows; ++n) {
+    const T* xr = x + n * width;
+    double mean_square = row_dot<T, T>(xr, xr, nullptr, width) / static_cast<double>(width);
+    float r = static_cast<float>(1.0 / std::sqrt(mean_square + static_cast<double>(eps)));
+    rstd[n] = r;
+    T* yr = y + n * width;
+    for (int64_t i = 0; i < width; ++i)
+      store(yr + i, widen(xr[i]) * r * widen(w[i]));
+  }
+}
+
+template <typename T>
+void backward(const T* dy, const T* x, const T* w, const float* rstd, T* dx, T* dw, int64_t rows,
+              int64_t width) {
+  bool parallel = rows * width >= kMinParallelElements;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t n = 0; n < rows; ++n) {
+    const T* dyr = dy + n * width;
+    const T* xr = x + n * width;
+    double r = rstd[n];
+    double dot = row_dot(dyr, xr, w, width);  // sum_j dy[j] w[j] x[j]
+    float coefficient = static_cast<float>(r * r * r * dot / static_cast<double>(width));
+    float rf = static_cast<float>(r);
+    T* dxr = dx + n * width;
+    for (int64_t i = 0; i < width; ++i)
+      store(dxr + i, rf * (widen(dyr[i]) * widen(w[i])) - coefficient * widen(xr[i]));
+  }
+
+  int64_t blocks = (width + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t b = 0; b < blocks; ++b) {
+    int64_t c0 = b * kColumnBlock;
+    int64_t count = std::min(kColumnBlock, width - c0);
+    std::array<double, kColumnBlock> sum{};
+    for (int64_t n = 0; n < rows; ++n) {
+      const T* dyr = dy + n * width + c0;
+      const T* xr = x + n * width + c0;
+      double r = rstd[n];
+      for (int64_t c = 0; c < count; ++c)
+        sum[c] += static_cast<double>(widen(dyr[c])) * static_cast<double>(widen(xr[c])) * r;
+    }
+    for (int64_t c = 0; c < count; ++c)
+      store(dw + c0 + c, static_cast<float>(static_cast<double>(widen(dw[c0 + c])) + sum[c]));
+  }
+}
+
+}  // namespace
+
+void CpuBackend::rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, Tensor& y,
+                                 Tensor& rstd) {
+  check_rmsnorm_forward(kind(), x, w, eps, y, rstd);
+  int64_t rows = x.size(0), width = x.size(1);
+  if (x.dtype() == DType::kF32)
+    forward(x.data<float>(), w.data<float>(), eps, y.data<float>(), rstd.data<float>(), rows,
+            width);
+  else
+    forward(x.data<bf16>(), w.data<bf16>(), eps, y.data<bf16>(), rstd.data<float>(), rows, width);
+}
+
+void CpuBackend::rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                  const Tensor& rstd, Tensor& dx, Tensor& dw) {
+  check_rmsnorm_backward(kind(), dy, x, w, rstd, dx, dw);
+  int64_t rows = x.size(0), width = x.size(1);
+  if (x.dtype() == DType::kF32)
+    backward(dy.data<float>(), x.data<float>(), w.data<float>(), rstd.data<float>(),
+             dx.data<float>(), dw.data<float>(), rows, width);
+  else
+    backward(dy.data<bf16>(), x.data<bf16>(), w.data<bf16>(), rstd.data<float>(), dx.data<bf16>(),
+             dw.data<bf16>(), rows, width);
 }
 
 }  // namespace headroom

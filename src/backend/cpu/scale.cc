@@ -1,11 +1,26 @@
-// STUB: replaced by the op's implementation.
+// scale: x *= alpha in place, fp32 or bf16 (bf16: multiplied in fp32,
+// rounded once to nearest even). IEEE throughout: alpha = 0 leaves NaN and
+// inf as NaN (the gradient clip must not hide a non-finite gradient).
+// Allocates: nothing.
 #include "backend/cpu/cpu_backend.h"
-#include "util/error.h"
+#include "backend/model_op_checks.h"
 
 namespace headroom {
 
-void CpuBackend::scale(Tensor& /*x*/, float /*alpha*/) {
-  throw InternalError("scale: not implemented on cpu yet");
+void CpuBackend::scale(Tensor& x, float alpha) {
+  check_scale(kind(), x);
+  int64_t n = x.numel();
+  if (x.dtype() == DType::kF32) {
+    float* p = x.data<float>();
+#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
+    for (int64_t i = 0; i < n; ++i)
+      p[i] *= alpha;
+  } else {
+    bf16* p = x.data<bf16>();
+#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = to_bf16(to_float(p[i]) * alpha);
+  }
 }
 
 }  // namespace headroom

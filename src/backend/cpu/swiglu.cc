@@ -1,16 +1,85 @@
-// STUB: replaced by the op's implementation.
+// swiglu_forward: out = silu(gate) * up, silu(g) = g * sigmoid(g).
+// swiglu_backward, with s = sigmoid(g):
+//   d_up   = d_out * silu(g)
+//   d_gate = d_out * up * s * (1 + g * (1 - s))        (silu'(g))
+// gate, up, out, d_out, d_gate, d_up (T, F), one dtype (fp32 or bf16: fp32
+// math, one rounding per output). Elementwise, so an output may be one of the
+// inputs exactly (every input of element i is read before i is written);
+// d_gate and d_up must be disjoint.
+// sigmoid(g) = 1 / (1 + exp(-g)) in fp32: exp overflows to inf for g < -88
+// and s becomes 0, silu(g) = g * 0 = -0: no NaN for any finite g.
+// Allocates: nothing.
+#include <cmath>
+
 #include "backend/cpu/cpu_backend.h"
-#include "util/error.h"
+#include "backend/model_op_checks.h"
 
 namespace headroom {
 
-void CpuBackend::swiglu_forward(const Tensor& /*gate*/, const Tensor& /*up*/, Tensor& /*out*/) {
-  throw InternalError("swiglu_forward: not implemented on cpu yet");
+namespace {
+
+inline float widen(float v) {
+  return v;
+}
+inline float widen(bf16 v) {
+  return to_float(v);
+}
+inline void store(float* p, float v) {
+  *p = v;
+}
+inline void store(bf16* p, float v) {
+  *p = to_bf16(v);
 }
 
-void CpuBackend::swiglu_backward(const Tensor& /*d_out*/, const Tensor& /*gate*/,
-                                 const Tensor& /*up*/, Tensor& /*d_gate*/, Tensor& /*d_up*/) {
-  throw InternalError("swiglu_backward: not implemented on cpu yet");
+inline float sigmoid(float g) {
+  return 1.0f / (1.0f + std::exp(-g));
+}
+
+template <typename T>
+void forward(const T* gate, const T* up, T* out, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
+  for (int64_t i = 0; i < n; ++i) {
+    float g = widen(gate[i]);
+    float u = widen(up[i]);
+    store(out + i, g * sigmoid(g) * u);
+  }
+}
+
+template <typename T>
+void backward(const T* d_out, const T* gate, const T* up, T* d_gate, T* d_up, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
+  for (int64_t i = 0; i < n; ++i) {
+    float d = widen(d_out[i]);
+    float g = widen(gate[i]);
+    float u = widen(up[i]);
+    float s = sigmoid(g);
+    float silu = g * s;
+    store(d_gate + i, d * u * (s * (1.0f + g * (1.0f - s))));
+    store(d_up + i, d * silu);
+  }
+}
+
+}  // namespace
+
+void CpuBackend::swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out) {
+  check_swiglu_forward(kind(), gate, up, out);
+  int64_t n = gate.numel();
+  if (gate.dtype() == DType::kF32)
+    forward(gate.data<float>(), up.data<float>(), out.data<float>(), n);
+  else
+    forward(gate.data<bf16>(), up.data<bf16>(), out.data<bf16>(), n);
+}
+
+void CpuBackend::swiglu_backward(const Tensor& d_out, const Tensor& gate, const Tensor& up,
+                                 Tensor& d_gate, Tensor& d_up) {
+  check_swiglu_backward(kind(), d_out, gate, up, d_gate, d_up);
+  int64_t n = gate.numel();
+  if (gate.dtype() == DType::kF32)
+    backward(d_out.data<float>(), gate.data<float>(), up.data<float>(), d_gate.data<float>(),
+             d_up.data<float>(), n);
+  else
+    backward(d_out.data<bf16>(), gate.data<bf16>(), up.data<bf16>(), d_gate.data<bf16>(),
+             d_up.data<bf16>(), n);
 }
 
 }  // namespace headroom

@@ -1,17 +1,18 @@
-// STUB: replaced by the op's implementation.
+// rmsnorm on meta: cpu/rmsnorm.cc's checks; allocates nothing, as cpu does
+// (y and rstd are the caller's).
 #include "backend/meta/meta_backend.h"
-#include "util/error.h"
+#include "backend/model_op_checks.h"
 
 namespace headroom {
 
-void MetaBackend::rmsnorm_forward(const Tensor& /*x*/, const Tensor& /*w*/, float /*eps*/,
-                                  Tensor& /*y*/, Tensor& /*rstd*/) {
-  throw InternalError("rmsnorm_forward: not implemented on meta yet");
+void MetaBackend::rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, Tensor& y,
+                                  Tensor& rstd) {
+  check_rmsnorm_forward(kind(), x, w, eps, y, rstd);
 }
 
-void MetaBackend::rmsnorm_backward(const Tensor& /*dy*/, const Tensor& /*x*/, const Tensor& /*w*/,
-                                   const Tensor& /*rstd*/, Tensor& /*dx*/, Tensor& /*dw*/) {
-  throw InternalError("rmsnorm_backward: not implemented on meta yet");
+void MetaBackend::rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                   const Tensor& rstd, Tensor& dx, Tensor& dw) {
+  check_rmsnorm_backward(kind(), dy, x, w, rstd, dx, dw);
 }
 
 }  // namespace headroom

@@ -1,11 +1,11 @@
-// STUB: replaced by the op's implementation.
+// scale on meta: cpu/scale.cc's check; allocates nothing, as cpu does.
 #include "backend/meta/meta_backend.h"
-#include "util/error.h"
+#include "backend/model_op_checks.h"
 
 namespace headroom {
 
-void MetaBackend::scale(Tensor& /*x*/, float /*alpha*/) {
-  throw InternalError("scale: not implemented on meta yet");
+void MetaBackend::scale(Tensor& x, float /*alpha*/) {
+  check_scale(kind(), x);
 }
 
 }  // namespace headroom

@@ -1,16 +1,16 @@
-// STUB: replaced by the op's implementation.
+// swiglu on meta: cpu/swiglu.cc's checks; allocates nothing, as cpu does.
 #include "backend/meta/meta_backend.h"
-#include "util/error.h"
+#include "backend/model_op_checks.h"
 
 namespace headroom {
 
-void MetaBackend::swiglu_forward(const Tensor& /*gate*/, const Tensor& /*up*/, Tensor& /*out*/) {
-  throw InternalError("swiglu_forward: not implemented on meta yet");
+void MetaBackend::swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out) {
+  check_swiglu_forward(kind(), gate, up, out);
 }
 
-void MetaBackend::swiglu_backward(const Tensor& /*d_out*/, const Tensor& /*gate*/,
-                                  const Tensor& /*up*/, Tensor& /*d_gate*/, Tensor& /*d_up*/) {
-  throw InternalError("swiglu_backward: not implemented on meta yet");
+void MetaBackend::swiglu_backward(const Tensor& d_out, const Tensor& gate, const Tensor& up,
+                                  Tensor& d_gate, Tensor& d_up) {
+  check_swiglu_backward(kind(), d_out, gate, up, d_gate, d_up);
 }
 
 }  // namespace headroom

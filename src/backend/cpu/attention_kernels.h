@@ -1,0 +1,291 @@
+// The small dense pieces cpu flash attention is built from: tile products,
+// a tile transpose, and the masked online-softmax row update. Header-only and
+// always inlined, so each caller compiled for a wider ISA (cpu/attention.cc
+// builds an AVX2+FMA clone of each work item, see there) gets them in that
+// ISA; nothing here allocates, every buffer is the caller's.
+//
+// Every result is a fixed function of the inputs: sums run in a fixed order
+// that depends only on the sizes, never on threads or on where a tile sits.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <limits>
+
+#include "tensor/dtype.h"
+
+// The helpers below return 32-byte vectors by value; on a baseline (SSE)
+// build GCC warns that such a call's ABI differs from an AVX build's. They
+// are always inlined, so no such call exists. Templates are instantiated at
+// the end of the including file, outside this push / pop: includers that
+// instantiate them with v8f silence -Wpsabi for their whole file too.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace headroom::attention_cpu {
+
+#define HR_ATTENTION_INLINE inline __attribute__((always_inline))
+
+// Eight floats: one AVX register, or two SSE registers on a baseline build.
+// GCC vector extensions keep the accumulators of the tile product in
+// registers, which auto-vectorization of the same loops does not reliably do.
+using v8f = float __attribute__((vector_size(32)));
+using v8u32 = uint32_t __attribute__((vector_size(32)));
+using v8u16 = uint16_t __attribute__((vector_size(16)));
+using v8i = int32_t __attribute__((vector_size(32)));
+
+HR_ATTENTION_INLINE v8f load8(const float* p) {
+  v8f v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+// bf16 is the top half of an fp32: widening is exact, a shift per lane.
+HR_ATTENTION_INLINE v8f load8(const bf16* p) {
+  v8u16 h;
+  __builtin_memcpy(&h, p, sizeof h);
+  v8u32 w = __builtin_convertvector(h, v8u32) << 16;
+  v8f v;
+  __builtin_memcpy(&v, &w, sizeof v);
+  return v;
+}
+HR_ATTENTION_INLINE void store8(float* p, const v8f& v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+HR_ATTENTION_INLINE float widen(float x) {
+  return x;
+}
+HR_ATTENTION_INLINE float widen(bf16 x) {
+  return to_float(x);
+}
+
+inline int64_t round_up8(int64_t n) {
+  return (n + 7) / 8 * 8;
+}
+
+// kRows rows of C (+)= A B: C[r][j] = (accumulate ? C[r][j] : 0) +
+// sum_{p < k} A(r, p) * B[p][j], for j < n. A(r, p) = a[r * a_rs + p * a_cs]
+// (any strides: its elements are broadcast, so a transposed A costs nothing);
+// B's rows are contiguous: B[p][j] = b[p * ldb + j]. Each C element is one
+// sequential sum over p, whichever column block it falls in.
+template <int kRows, typename TA, typename TB>
+HR_ATTENTION_INLINE void gemm_rows(int64_t n, int64_t k, const TA* a, int64_t a_rs, int64_t a_cs,
+                                   const TB* b, int64_t ldb, float* c, int64_t ldc,
+                                   bool accumulate) {
+  int64_t j = 0;
+  // 16 columns x kRows rows: 2 * kRows accumulators, two B loads and kRows
+  // broadcasts per step of p.
+  for (; j + 16 <= n; j += 16) {
+    v8f acc[kRows][2];
+    for (int r = 0; r < kRows; ++r) {
+      acc[r][0] = accumulate ? load8(c + r * ldc + j) : v8f{};
+      acc[r][1] = accumulate ? load8(c + r * ldc + j + 8) : v8f{};
+    }
+    for (int64_t p = 0; p < k; ++p) {
+      const v8f b0 = load8(b + p * ldb + j), b1 = load8(b + p * ldb + j + 8);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r) {
+        const float x = widen(a[r * a_rs + p * a_cs]);
+        acc[r][0] += x * b0;
+        acc[r][1] += x * b1;
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      store8(c + r * ldc + j, acc[r][0]);
+      store8(c + r * ldc + j + 8, acc[r][1]);
+    }
+  }
+  for (; j + 8 <= n; j += 8) {
+    v8f acc[kRows];
+    for (int r = 0; r < kRows; ++r)
+      acc[r] = accumulate ? load8(c + r * ldc + j) : v8f{};
+    for (int64_t p = 0; p < k; ++p) {
+      const v8f b0 = load8(b + p * ldb + j);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r)
+        acc[r] += widen(a[r * a_rs + p * a_cs]) * b0;
+    }
+    for (int r = 0; r < kRows; ++r)
+      store8(c + r * ldc + j, acc[r]);
+  }
+  for (; j < n; ++j) {
+    for (int r = 0; r < kRows; ++r) {
+      float acc = accumulate ? c[r * ldc + j] : 0.0f;
+      for (int64_t p = 0; p < k; ++p)
+        acc += widen(a[r * a_rs + p * a_cs]) * widen(b[p * ldb + j]);
+      c[r * ldc + j] = acc;
+    }
+  }
+}
+
+// C (m x n) (+)= A (m x k) B (k x n), strides as in gemm_rows.
+template <typename TA, typename TB>
+HR_ATTENTION_INLINE void tile_gemm(int64_t m, int64_t n, int64_t k, const TA* a, int64_t a_rs,
+                                   int64_t a_cs, const TB* b, int64_t ldb, float* c, int64_t ldc,
+                                   bool accumulate) {
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4)
+    gemm_rows<4>(n, k, a + i * a_rs, a_rs, a_cs, b, ldb, c + i * ldc, ldc, accumulate);
+  const TA* a_tail = a + i * a_rs;
+  float* c_tail = c + i * ldc;
+  switch (m - i) {
+    case 3:
+      gemm_rows<3>(n, k, a_tail, a_rs, a_cs, b, ldb, c_tail, ldc, accumulate);
+      break;
+    case 2:
+      gemm_rows<2>(n, k, a_tail, a_rs, a_cs, b, ldb, c_tail, ldc, accumulate);
+      break;
+    case 1:
+      gemm_rows<1>(n, k, a_tail, a_rs, a_cs, b, ldb, c_tail, ldc, accumulate);
+      break;
+    default:
+      break;
+  }
+}
+
+// dst[d * ld + c] = src[c * src_stride + d] for c < rows, d < cols, widened
+// to fp32; columns [rows, ld) of dst are zeroed, so a product over the padded
+// width reads zeros, never stale values.
+template <typename T>
+HR_ATTENTION_INLINE void transpose_tile(const T* src, int64_t src_stride, int64_t rows,
+                                        int64_t cols, float* dst, int64_t ld) {
+  for (int64_t c = 0; c < rows; ++c)
+    for (int64_t d = 0; d < cols; ++d)
+      dst[d * ld + c] = widen(src[c * src_stride + d]);
+  for (int64_t d = 0; d < cols; ++d)
+    for (int64_t c = rows; c < ld; ++c)
+      dst[d * ld + c] = 0.0f;
+}
+
+// exp(x) to about 2 ulp (Cephes expf: x = n ln2 + r, |r| <= ln2 / 2, a
+// degree-6 polynomial for e^r, then 2^n from the exponent bits), without
+// calls or branches, for a float or eight at once (the same operations, so
+// the same bits per lane). x is clamped to [-87, 88], the normal range:
+// callers pass x <= ~0 and set masked elements to 0 themselves, never via
+// exp(-inf). NaN stays NaN (the clamps compare false).
+HR_ATTENTION_INLINE float pow2i(float n) {
+  return std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+}
+HR_ATTENTION_INLINE v8f pow2i(const v8f& n) {
+  v8i bits = (__builtin_convertvector(n, v8i) + 127) << 23;
+  v8f v;
+  __builtin_memcpy(&v, &bits, sizeof v);
+  return v;
+}
+HR_ATTENTION_INLINE float select_less(float x, float bound, float then) {
+  return x < bound ? then : x;
+}
+HR_ATTENTION_INLINE v8f select_less(const v8f& x, float bound, float then) {
+  return x < bound ? v8f{} + then : x;
+}
+template <typename V>
+HR_ATTENTION_INLINE V exp_approx(const V& x_in) {
+  V x = select_less(x_in, -87.0f, -87.0f);
+  x = -select_less(-x, -88.0f, -88.0f);
+  // Round to nearest by the 1.5 * 2^23 trick: exact for |x log2(e)| < 2^22.
+  const float shifter = 12582912.0f;
+  const V n = (x * 1.44269504088896341f + shifter) - shifter;
+  V r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  V p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  return p * pow2i(n);
+}
+
+inline constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
+
+HR_ATTENTION_INLINE v8i lane_indices(int64_t first) {
+  const int32_t f = static_cast<int32_t>(first);
+  return v8i{f, f + 1, f + 2, f + 3, f + 4, f + 5, f + 6, f + 7};
+}
+HR_ATTENTION_INLINE v8i load8(const int32_t* p) {
+  v8i v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+// ---- scores with keys as rows: s_t[c][r] = k_c . q_r (forward, dq pass) ----
+// Query r's visible keys in the tile are [lo[r], hi[r]); padding columns have
+// lo = hi = 0. Eight queries are updated at once, so nothing is transposed
+// per tile: q and dO are transposed once per query tile instead.
+
+// The online-softmax update of every query of the tile over its `keys` rows.
+// Afterwards s_t holds p = exp(scale * score - new_max) (0 where masked);
+// max and sum are updated; rescale[r] = exp(old_max - new_max) is the factor
+// the output rows must be multiplied by (0 while max was -inf).
+HR_ATTENTION_INLINE void softmax_update_by_columns(float* s_t, int64_t keys, int64_t ld,
+                                                   const int32_t* lo, const int32_t* hi,
+                                                   float scale, float* max, float* sum,
+                                                   float* rescale) {
+  for (int64_t r = 0; r < ld; r += 8) {
+    const v8i lo_v = load8(lo + r), hi_v = load8(hi + r);
+    const v8f old_max = load8(max + r);
+    v8f tile_max = v8f{} + kMinusInfinity;
+    for (int64_t c = 0; c < keys; ++c) {
+      const int32_t key = static_cast<int32_t>(c);
+      const v8i in = (key >= lo_v) & (key < hi_v);
+      const v8f x = load8(s_t + c * ld + r) * scale;
+      tile_max = (in != 0) & (x > tile_max) ? x : tile_max;
+    }
+    const v8f new_max = old_max > tile_max ? old_max : tile_max;
+    const v8f factor = old_max == kMinusInfinity ? v8f{} : exp_approx(old_max - new_max);
+    v8f tile_sum{};
+    for (int64_t c = 0; c < keys; ++c) {
+      const int32_t key = static_cast<int32_t>(c);
+      const v8i in = (key >= lo_v) & (key < hi_v);
+      float* at = s_t + c * ld + r;
+      const v8f p = in != 0 ? exp_approx(load8(at) * scale - new_max) : v8f{};
+      store8(at, p);
+      tile_sum += p;
+    }
+    store8(max + r, new_max);
+    store8(sum + r, load8(sum + r) * factor + tile_sum);
+    store8(rescale + r, factor);
+  }
+}
+
+// Backward's dq pass: s_t <- dS^T = P^T * (dP^T - delta), with P^T =
+// exp(scale * score - lse) recomputed where visible and 0 elsewhere.
+HR_ATTENTION_INLINE void score_gradients_by_columns(float* s_t, const float* dp_t, int64_t keys,
+                                                    int64_t ld, const int32_t* lo,
+                                                    const int32_t* hi, float scale,
+                                                    const float* lse, const float* delta) {
+  for (int64_t r = 0; r < ld; r += 8) {
+    const v8i lo_v = load8(lo + r), hi_v = load8(hi + r);
+    const v8f lse_v = load8(lse + r), delta_v = load8(delta + r);
+    for (int64_t c = 0; c < keys; ++c) {
+      const int32_t key = static_cast<int32_t>(c);
+      const v8i in = (key >= lo_v) & (key < hi_v);
+      float* at = s_t + c * ld + r;
+      const v8f p = in != 0 ? exp_approx(load8(at) * scale - lse_v) : v8f{};
+      store8(at, p * (load8(dp_t + c * ld + r) - delta_v));
+    }
+  }
+}
+
+// ---- scores with queries as rows: s[r][c] = q_r . k_c (dk / dv pass) ----
+
+// One query row: s[c] <- exp(scale * s[c] - lse) on [lo, hi), 0 elsewhere in
+// [0, width) (width a multiple of 8).
+HR_ATTENTION_INLINE void probabilities_row(float* s, int64_t width, int64_t lo, int64_t hi,
+                                           float scale, float lse) {
+  for (int64_t c = 0; c < width; c += 8) {
+    const v8i index = lane_indices(c);
+    const v8i in = (index >= static_cast<int32_t>(lo)) & (index < static_cast<int32_t>(hi));
+    store8(s + c, in != 0 ? exp_approx(load8(s + c) * scale - lse) : v8f{});
+  }
+}
+
+// One query row: s[c] <- s[c] * (dp[c] - delta): P becomes dS.
+HR_ATTENTION_INLINE void score_gradients_row(float* s, const float* dp, int64_t width,
+                                             float delta) {
+  for (int64_t c = 0; c < width; c += 8)
+    store8(s + c, load8(s + c) * (load8(dp + c) - delta));
+}
+
+}  // namespace headroom::attention_cpu
+
+#pragma GCC diagnostic pop

@@ -1,0 +1,28 @@
+// One micro-batch as the model sees it: documents packed end to end (THD).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace headroom {
+
+struct Batch {
+  std::vector<int32_t> tokens;      // (T)
+  std::vector<int32_t> targets;     // (T) the next token of the same document, -1 = no loss
+  std::vector<int32_t> positions;   // (T) position within its document, from 0
+  std::vector<int32_t> cu_seqlens;  // (documents + 1) document starts, then T
+  int64_t counted = 0;              // targets != -1
+  int64_t longest = 0;              // tokens of the longest document
+  int64_t padding = 0;              // tokens that are padding (padded mode)
+  int64_t truncated = 0;            // documents cut to data.max_sample_tokens
+
+  int64_t size() const { return static_cast<int64_t>(tokens.size()); }
+};
+
+// Appends one document: within it token t predicts token t+1, the last token
+// predicts nothing (L tokens give L-1 targets), and loss_mask (if not empty,
+// aligned with `document`) zeroes targets whose *predicted* token has mask 0.
+void append_document(Batch& batch, const int32_t* document, int64_t length,
+                     const uint8_t* loss_mask = nullptr);
+
+}  // namespace headroom

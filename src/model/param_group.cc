@@ -1,0 +1,34 @@
+#include "model/param_group.h"
+
+namespace headroom {
+
+GroupLayout GroupLayout::make(std::string name, std::vector<ParamSpec> specs) {
+  GroupLayout layout;
+  layout.name = std::move(name);
+  layout.specs = std::move(specs);
+  for (const ParamSpec& spec : layout.specs) {
+    layout.offsets.push_back(layout.numel);
+    layout.numel += numel_of(spec.shape);
+  }
+  return layout;
+}
+
+int GroupLayout::find(const std::string& hf_name) const {
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].name == hf_name) return static_cast<int>(i);
+  return -1;
+}
+
+FlatGroup FlatGroup::allocate(Backend& backend, const GroupLayout& layout, DType dtype,
+                              Category category, const std::string& tag) {
+  FlatGroup group;
+  group.flat = backend.empty({layout.numel}, dtype, category, tag);
+  for (size_t i = 0; i < layout.specs.size(); ++i) {
+    int64_t begin = layout.offsets[i];
+    int64_t n = numel_of(layout.specs[i].shape);
+    group.views.push_back(group.flat.rows(begin, begin + n).view(layout.specs[i].shape));
+  }
+  return group;
+}
+
+}  // namespace headroom

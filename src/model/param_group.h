@@ -1,0 +1,43 @@
+// A flat parameter group: one allocation holding several named tensors.
+//
+// ZeRO shards, gathers and reduces groups whole (one per block, plus the
+// embedding and the head), so every parameter, gradient and optimizer state
+// lives in a group-shaped flat buffer and the named tensors are views into it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace headroom {
+
+struct ParamSpec {
+  std::string name;  // Hugging Face name, e.g. "model.layers.3.self_attn.q_proj.weight"
+  Shape shape;
+};
+
+// The layout of a group: where each named tensor sits in the flat buffer.
+struct GroupLayout {
+  std::string name;  // "embed", "block.3", "head"
+  std::vector<ParamSpec> specs;
+  std::vector<int64_t> offsets;  // element offset of specs[i]
+  int64_t numel = 0;
+
+  static GroupLayout make(std::string name, std::vector<ParamSpec> specs);
+  // Index of `hf_name` in specs, or -1.
+  int find(const std::string& hf_name) const;
+};
+
+// One flat buffer with the layout's views.
+struct FlatGroup {
+  Tensor flat;                // (numel)
+  std::vector<Tensor> views;  // views[i] has specs[i].shape
+
+  // Allocates `layout.numel` elements of `dtype` under category/tag and makes
+  // the views. The memory is uninitialized.
+  static FlatGroup allocate(Backend& backend, const GroupLayout& layout, DType dtype,
+                            Category category, const std::string& tag);
+};
+
+}  // namespace headroom

@@ -1,0 +1,374 @@
+#include "model/transformer.h"
+
+#include <cmath>
+#include <string>
+
+#include "util/error.h"
+
+namespace headroom {
+
+namespace {
+
+std::string layer_name(int64_t l) {
+  return "model.layers." + std::to_string(l) + ".";
+}
+
+std::string tag(int64_t l, const char* what) {
+  return "block." + std::to_string(l) + "." + what;
+}
+
+}  // namespace
+
+std::vector<GroupLayout> transformer_layouts(const ModelConfig& c) {
+  const int64_t C = c.hidden_size, V = c.vocab_size, F = c.intermediate_size;
+  const int64_t HD = c.num_heads * c.head_dim, KVD = c.num_kv_heads * c.head_dim;
+  std::vector<GroupLayout> layouts;
+  layouts.push_back(GroupLayout::make("embed", {{"model.embed_tokens.weight", {V, C}}}));
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = layer_name(l);
+    std::vector<ParamSpec> specs = {
+        {p + "input_layernorm.weight", {C}},       {p + "self_attn.q_proj.weight", {HD, C}},
+        {p + "self_attn.k_proj.weight", {KVD, C}}, {p + "self_attn.v_proj.weight", {KVD, C}},
+        {p + "self_attn.o_proj.weight", {C, HD}},  {p + "post_attention_layernorm.weight", {C}},
+        {p + "mlp.gate_proj.weight", {F, C}},      {p + "mlp.up_proj.weight", {F, C}},
+        {p + "mlp.down_proj.weight", {C, F}},
+    };
+    if (c.attention_bias) {
+      specs.push_back({p + "self_attn.q_proj.bias", {HD}});
+      specs.push_back({p + "self_attn.k_proj.bias", {KVD}});
+      specs.push_back({p + "self_attn.v_proj.bias", {KVD}});
+    }
+    if (c.qk_norm) {
+      specs.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
+      specs.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
+    }
+    layouts.push_back(GroupLayout::make("block." + std::to_string(l), std::move(specs)));
+  }
+  std::vector<ParamSpec> head = {{"model.norm.weight", {C}}};
+  if (!c.tie_word_embeddings) head.push_back({"lm_head.weight", {V, C}});
+  layouts.push_back(GroupLayout::make("head", std::move(head)));
+  return layouts;
+}
+
+// What forward keeps for backward. A checkpointed block keeps only `x` and
+// rebuilds the rest at the start of its backward.
+struct Transformer::BlockSaved {
+  Tensor x;               // (T, C)      block input
+  Tensor h;               // (T, C)      input_layernorm output
+  Tensor rstd1;           // (T)
+  Tensor q_pre, k_pre;    // (T, H*D), (T, KV*D) before q/k norm (Qwen3 only)
+  Tensor rstd_q, rstd_k;  // (T*H), (T*KV)
+  Tensor q, k, v;         // (T, H*D), (T, KV*D), (T, KV*D) after norm and rope
+  Tensor att;             // (T, H*D)    attention output, before o_proj
+  Tensor lse;             // (H, T)      logsumexp; the (T, T) scores are never stored
+  Tensor x2;              // (T, C)      after the attention residual
+  Tensor h2;              // (T, C)      post_attention_layernorm output
+  Tensor rstd2;           // (T)
+  Tensor gate, up;        // (T, F)
+  Tensor act;             // (T, F)      silu(gate) * up
+  Tensor y;               // (T, C)      block output (handed to the next block)
+};
+
+Transformer::Transformer(Backend& backend, const ModelConfig& config,
+                         const TransformerOptions& options)
+    : backend_(backend), config_(config), options_(options), layouts_(transformer_layouts(config)) {
+  attention_.heads = config.num_heads;
+  attention_.kv_heads = config.num_kv_heads;
+  attention_.head_dim = config.head_dim;
+  attention_.block_size = options.attention_block_size;
+  attention_.window = options.attention_window;
+  attention_.scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
+
+  block_index_.assign(kNumBlockParams, -1);
+  for (int p = 0; p < kMlpNorm + 4; ++p)
+    block_index_[p] = p;
+  int next = kWDown + 1;
+  if (config.attention_bias)
+    block_index_[kBq] = next++, block_index_[kBk] = next++, block_index_[kBv] = next++;
+  if (config.qk_norm) block_index_[kQNorm] = next++, block_index_[kKNorm] = next++;
+
+  PhaseScope scope(backend.allocator(), Phase::kInit);
+  for (const GroupLayout& layout : layouts_)
+    params_.push_back(FlatGroup::allocate(backend, layout, options.dtype, Category::kParam,
+                                          layout.name + ".params"));
+  for (const GroupLayout& layout : layouts_)
+    grads_.push_back(FlatGroup::allocate(backend, layout, options.dtype, Category::kGrad,
+                                         layout.name + ".grads"));
+  zero_grads();
+}
+
+const Tensor& Transformer::block_param(int64_t layer, BlockParam p) const {
+  return params_[static_cast<size_t>(layer + 1)].views[static_cast<size_t>(block_index_[p])];
+}
+
+Tensor& Transformer::block_grad(int64_t layer, BlockParam p) {
+  return grads_[static_cast<size_t>(layer + 1)].views[static_cast<size_t>(block_index_[p])];
+}
+
+const Tensor& Transformer::lm_head() const {
+  return config_.tie_word_embeddings ? params_.front().views[0] : params_.back().views[1];
+}
+
+Tensor& Transformer::lm_head_grad() {
+  return config_.tie_word_embeddings ? grads_.front().views[0] : grads_.back().views[1];
+}
+
+void Transformer::init_random(uint64_t seed) {
+  const float a = 0.02f * std::sqrt(3.0f);
+  uint64_t stream = 0;
+  for (size_t g = 0; g < params_.size(); ++g) {
+    for (size_t i = 0; i < params_[g].views.size(); ++i) {
+      Tensor& w = params_[g].views[i];
+      const std::string& name = layouts_[g].specs[i].name;
+      const bool is_norm = name.find("norm.weight") != std::string::npos ||
+                           name.find("layernorm.weight") != std::string::npos;
+      const bool is_bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+      if (is_norm)
+        backend_.fill(w, 1.0f);
+      else if (is_bias)
+        backend_.fill(w, 0.0f);
+      else
+        backend_.fill_uniform(w, seed * 1000003 + stream, -a, a);
+      ++stream;
+    }
+  }
+}
+
+void Transformer::zero_grads() {
+  for (FlatGroup& g : grads_)
+    backend_.fill(g.flat, 0.0f);
+}
+
+Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, const Batch& batch,
+                                                   bool keep_all) {
+  Backend& b = backend_;
+  const DType dt = options_.dtype;
+  const int64_t T = batch.size(), C = config_.hidden_size, F = config_.intermediate_size;
+  const int64_t H = config_.num_heads, KV = config_.num_kv_heads, D = config_.head_dim;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  const float theta = static_cast<float>(config_.rope_theta);
+  (void)batch;
+
+  BlockSaved s;
+  s.x = x;
+  s.h = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn_norm.out"));
+  s.rstd1 = b.empty({T}, DType::kF32, Category::kActivation, tag(l, "attn_norm.rstd"));
+  b.rmsnorm_forward(x, block_param(l, kAttnNorm), eps, s.h, s.rstd1);
+
+  s.q = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.q"));
+  s.k = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.k"));
+  s.v = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.v"));
+  b.gemm(s.h, false, block_param(l, kWq), true, s.q, 1.0f, 0.0f);  // (T, HD) = (T, C) @ (HD, C)^T
+  b.gemm(s.h, false, block_param(l, kWk), true, s.k, 1.0f, 0.0f);
+  b.gemm(s.h, false, block_param(l, kWv), true, s.v, 1.0f, 0.0f);
+  if (config_.attention_bias) {
+    b.bias_forward(s.q, block_param(l, kBq));
+    b.bias_forward(s.k, block_param(l, kBk));
+    b.bias_forward(s.v, block_param(l, kBv));
+  }
+  if (config_.qk_norm) {
+    // Per-head RMSNorm over D: (T, H*D) viewed as (T*H, D).
+    s.q_pre = s.q;
+    s.k_pre = s.k;
+    s.q = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.q_normed"));
+    s.k = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.k_normed"));
+    s.rstd_q = b.empty({T * H}, DType::kF32, Category::kActivation, tag(l, "attn.q_norm.rstd"));
+    s.rstd_k = b.empty({T * KV}, DType::kF32, Category::kActivation, tag(l, "attn.k_norm.rstd"));
+    Tensor q_rows = s.q.view({T * H, D}), k_rows = s.k.view({T * KV, D});
+    b.rmsnorm_forward(s.q_pre.view({T * H, D}), block_param(l, kQNorm), eps, q_rows, s.rstd_q);
+    b.rmsnorm_forward(s.k_pre.view({T * KV, D}), block_param(l, kKNorm), eps, k_rows, s.rstd_k);
+  }
+  b.rope_forward(s.q, positions_, D, theta);
+  b.rope_forward(s.k, positions_, D, theta);
+
+  s.att = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.out"));
+  s.lse = b.empty({H, T}, DType::kF32, Category::kAttention, tag(l, "attn.lse"));
+  b.attention_forward(s.q, s.k, s.v, batch.cu_seqlens, attention_, s.att, s.lse);
+
+  {
+    Tensor o = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn.o_proj"));
+    b.gemm(s.att, false, block_param(l, kWo), true, o, 1.0f, 0.0f);  // (T, C) = (T, HD) @ (C, HD)^T
+    s.x2 = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn.residual"));
+    b.add(x, o, s.x2);
+  }
+
+  s.h2 = b.empty({T, C}, dt, Category::kActivation, tag(l, "mlp_norm.out"));
+  s.rstd2 = b.empty({T}, DType::kF32, Category::kActivation, tag(l, "mlp_norm.rstd"));
+  b.rmsnorm_forward(s.x2, block_param(l, kMlpNorm), eps, s.h2, s.rstd2);
+  s.gate = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.gate"));
+  s.up = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.up"));
+  b.gemm(s.h2, false, block_param(l, kWGate), true, s.gate, 1.0f, 0.0f);  // (T, F)
+  b.gemm(s.h2, false, block_param(l, kWUp), true, s.up, 1.0f, 0.0f);
+  s.act = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.act"));
+  b.swiglu_forward(s.gate, s.up, s.act);
+
+  {
+    Tensor m = b.empty({T, C}, dt, Category::kActivation, tag(l, "mlp.down"));
+    b.gemm(s.act, false, block_param(l, kWDown), true, m, 1.0f,
+           0.0f);  // (T, C) = (T, F) @ (C, F)^T
+    // The next block's input: kept alone, as a checkpoint, when that block
+    // recomputes its activations.
+    const bool next_checkpointed = is_checkpointed(l + 1);
+    s.y = b.empty({T, C}, dt, next_checkpointed ? Category::kCheckpoint : Category::kActivation,
+                  tag(l, "out"));
+    b.add(s.x2, m, s.y);
+  }
+
+  if (!keep_all) {
+    Tensor input = s.x, output = s.y;
+    s = BlockSaved{};
+    s.x = input;
+    s.y = output;
+  }
+  return s;
+}
+
+Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, const Batch& batch) {
+  Backend& b = backend_;
+  const DType dt = options_.dtype;
+  const int64_t T = batch.size(), C = config_.hidden_size, F = config_.intermediate_size;
+  const int64_t H = config_.num_heads, KV = config_.num_kv_heads, D = config_.head_dim;
+  const float theta = static_cast<float>(config_.rope_theta);
+
+  // MLP: y = x2 + down(silu(gate(h2)) * up(h2))
+  Tensor d_act = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.act.grad"));
+  b.gemm(dy, false, block_param(l, kWDown), false, d_act, 1.0f, 0.0f);  // (T, F) = (T, C) @ (C, F)
+  b.gemm(dy, true, s.act, false, block_grad(l, kWDown), 1.0f, 1.0f);    // (C, F) += dy^T @ act
+  s.act = Tensor();
+  Tensor d_gate = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.gate.grad"));
+  Tensor d_up = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.up.grad"));
+  b.swiglu_backward(d_act, s.gate, s.up, d_gate, d_up);
+  d_act = Tensor(), s.gate = Tensor(), s.up = Tensor();
+  Tensor d_h2 = b.empty({T, C}, dt, Category::kActivation, tag(l, "mlp_norm.out.grad"));
+  b.gemm(d_gate, false, block_param(l, kWGate), false, d_h2, 1.0f, 0.0f);  // (T, C)
+  b.gemm(d_up, false, block_param(l, kWUp), false, d_h2, 1.0f, 1.0f);
+  b.gemm(d_gate, true, s.h2, false, block_grad(l, kWGate), 1.0f, 1.0f);  // (F, C)
+  b.gemm(d_up, true, s.h2, false, block_grad(l, kWUp), 1.0f, 1.0f);
+  d_gate = Tensor(), d_up = Tensor(), s.h2 = Tensor();
+  Tensor dx2 = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn.residual.grad"));
+  b.rmsnorm_backward(d_h2, s.x2, block_param(l, kMlpNorm), s.rstd2, dx2, block_grad(l, kMlpNorm));
+  d_h2 = Tensor(), s.x2 = Tensor(), s.rstd2 = Tensor();
+  b.add(dx2, dy, dx2);  // the residual path
+
+  // Attention: x2 = x + o_proj(attention(rope(norm(q)), rope(norm(k)), v))
+  Tensor d_att = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.out.grad"));
+  b.gemm(dx2, false, block_param(l, kWo), false, d_att, 1.0f, 0.0f);  // (T, HD) = (T, C) @ (C, HD)
+  b.gemm(dx2, true, s.att, false, block_grad(l, kWo), 1.0f, 1.0f);    // (C, HD) += dx2^T @ att
+  Tensor dq = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.q.grad"));
+  Tensor dk = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.k.grad"));
+  Tensor dv = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.v.grad"));
+  b.attention_backward(d_att, s.q, s.k, s.v, s.att, s.lse, batch.cu_seqlens, attention_, dq, dk,
+                       dv);
+  d_att = Tensor(), s.att = Tensor(), s.lse = Tensor(), s.q = Tensor(), s.k = Tensor();
+  b.rope_backward(dq, positions_, D, theta);
+  b.rope_backward(dk, positions_, D, theta);
+  if (config_.qk_norm) {
+    Tensor dq_pre = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.q_pre.grad"));
+    Tensor dk_pre = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.k_pre.grad"));
+    Tensor dq_rows = dq_pre.view({T * H, D}), dk_rows = dk_pre.view({T * KV, D});
+    b.rmsnorm_backward(dq.view({T * H, D}), s.q_pre.view({T * H, D}), block_param(l, kQNorm),
+                       s.rstd_q, dq_rows, block_grad(l, kQNorm));
+    b.rmsnorm_backward(dk.view({T * KV, D}), s.k_pre.view({T * KV, D}), block_param(l, kKNorm),
+                       s.rstd_k, dk_rows, block_grad(l, kKNorm));
+    dq = dq_pre, dk = dk_pre;
+    s.q_pre = Tensor(), s.k_pre = Tensor(), s.rstd_q = Tensor(), s.rstd_k = Tensor();
+  }
+  if (config_.attention_bias) {
+    b.bias_backward(dq, block_grad(l, kBq));
+    b.bias_backward(dk, block_grad(l, kBk));
+    b.bias_backward(dv, block_grad(l, kBv));
+  }
+  Tensor d_h = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn_norm.out.grad"));
+  b.gemm(dq, false, block_param(l, kWq), false, d_h, 1.0f, 0.0f);  // (T, C) = (T, HD) @ (HD, C)
+  b.gemm(dk, false, block_param(l, kWk), false, d_h, 1.0f, 1.0f);
+  b.gemm(dv, false, block_param(l, kWv), false, d_h, 1.0f, 1.0f);
+  b.gemm(dq, true, s.h, false, block_grad(l, kWq), 1.0f, 1.0f);  // (HD, C) += dq^T @ h
+  b.gemm(dk, true, s.h, false, block_grad(l, kWk), 1.0f, 1.0f);
+  b.gemm(dv, true, s.h, false, block_grad(l, kWv), 1.0f, 1.0f);
+  dq = Tensor(), dk = Tensor(), dv = Tensor(), s.h = Tensor(), s.v = Tensor();
+  Tensor dx = b.empty({T, C}, dt, Category::kActivation, tag(l, "in.grad"));
+  b.rmsnorm_backward(d_h, s.x, block_param(l, kAttnNorm), s.rstd1, dx, block_grad(l, kAttnNorm));
+  d_h = Tensor(), s.rstd1 = Tensor(), s.x = Tensor();
+  b.add(dx, dx2, dx);
+  return dx;
+}
+
+bool Transformer::is_checkpointed(int64_t layer) const {
+  const int k = options_.checkpoint_interval;
+  return k > 0 && layer < config_.num_layers && layer % k == 0;
+}
+
+void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor& loss_sum) {
+  Backend& b = backend_;
+  Allocator& allocator = b.allocator();
+  const DType dt = options_.dtype;
+  const int64_t T = batch.size(), C = config_.hidden_size, L = config_.num_layers;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  HR_CHECK(T > 0, "empty micro-batch");
+
+  Tensor ids, targets;
+  std::vector<BlockSaved> saved;
+  Tensor x_final, h_final, rstd_final;
+  LinearCrossEntropySaved loss_saved;
+  {
+    PhaseScope scope(allocator, Phase::kForward);
+    ids = b.empty({T}, DType::kI32, Category::kActivation, "batch.tokens");
+    b.copy_from_host(batch.tokens.data(), ids);
+    positions_ = b.empty({T}, DType::kI32, Category::kActivation, "batch.positions");
+    b.copy_from_host(batch.positions.data(), positions_);
+    targets = b.empty({T}, DType::kI32, Category::kActivation, "batch.targets");
+    b.copy_from_host(batch.targets.data(), targets);
+
+    Tensor x =
+        b.empty({T, C}, dt, is_checkpointed(0) ? Category::kCheckpoint : Category::kActivation,
+                "embed.out");
+    b.embedding_forward(params_.front().views[0], ids, x);
+    for (int64_t l = 0; l < L; ++l) {
+      PhaseScope layer(allocator, Phase::kForward, static_cast<int32_t>(l));
+      saved.push_back(block_forward(l, x, batch, !is_checkpointed(l)));
+      x = saved.back().y;
+      saved.back().y = Tensor();
+    }
+    x_final = x;
+  }
+  {
+    PhaseScope scope(allocator, Phase::kLoss);
+    h_final = b.empty({T, C}, dt, Category::kActivation, "final_norm.out");
+    rstd_final = b.empty({T}, DType::kF32, Category::kActivation, "final_norm.rstd");
+    b.rmsnorm_forward(x_final, params_.back().views[0], eps, h_final, rstd_final);
+    loss_saved =
+        linear_cross_entropy_forward(b, h_final, lm_head(), targets, options_.loss, loss_sum);
+    Tensor d_h = b.empty({T, C}, dt, Category::kActivation, "final_norm.out.grad");
+    linear_cross_entropy_backward(b, h_final, lm_head(), targets, loss_saved, options_.loss,
+                                  loss_scale, d_h, lm_head_grad());
+    loss_saved = LinearCrossEntropySaved{};
+    h_final = Tensor();
+    Tensor dx = b.empty({T, C}, dt, Category::kActivation, "final_norm.in.grad");
+    b.rmsnorm_backward(d_h, x_final, params_.back().views[0], rstd_final, dx,
+                       grads_.back().views[0]);
+    x_final = Tensor(), rstd_final = Tensor();
+    d_out_ = dx;
+  }
+  {
+    PhaseScope scope(allocator, Phase::kBackward);
+    Tensor d = d_out_;
+    d_out_ = Tensor();
+    for (int64_t l = L - 1; l >= 0; --l) {
+      PhaseScope layer(allocator, Phase::kBackward, static_cast<int32_t>(l));
+      BlockSaved s = std::move(saved[static_cast<size_t>(l)]);
+      saved.pop_back();
+      if (is_checkpointed(l)) {
+        // Rebuild this block's activations from its saved input.
+        Tensor input = s.x;
+        s = BlockSaved{};
+        s = block_forward(l, input, batch, true);
+        s.y = Tensor();
+      }
+      d = block_backward(l, s, d, batch);
+    }
+    b.embedding_backward(d, ids, grads_.front().views[0]);
+  }
+  positions_ = Tensor();
+}
+
+}  // namespace headroom

@@ -1,0 +1,100 @@
+// A Llama / Qwen2 / Qwen3 decoder, forward and backward written out per op
+// (llm.c style, no autograd), on whatever Backend it is given: cpu computes,
+// meta only allocates, so `plan` makes exactly the run's allocations.
+//
+// Parameters live in flat groups (param_group.h): "embed" (the token table),
+// "block.<l>" for each layer, and "head" (final norm and, when untied,
+// lm_head). Gradients mirror them in the parameters' dtype.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/linear_cross_entropy.h"
+#include "model/batch.h"
+#include "model/model_config.h"
+#include "model/param_group.h"
+
+namespace headroom {
+
+struct TransformerOptions {
+  DType dtype = DType::kF32;  // parameters, activations and their gradients
+  int64_t attention_block_size = 64;
+  int64_t attention_window = 0;
+  // 0: keep every block's activations; k: blocks l with l % k == 0 keep only
+  // their input and recompute the rest inside backward ("full" is k = 1).
+  int checkpoint_interval = 0;
+  LinearCrossEntropyOptions loss;
+};
+
+// Indices of a block group's views, in the order of block_layout().
+enum BlockParam : int {
+  kAttnNorm,  // (C)            input_layernorm
+  kWq,        // (H*D, C)       self_attn.q_proj
+  kWk,        // (KV*D, C)
+  kWv,        // (KV*D, C)
+  kWo,        // (C, H*D)
+  kMlpNorm,   // (C)            post_attention_layernorm
+  kWGate,     // (F, C)
+  kWUp,       // (F, C)
+  kWDown,     // (C, F)
+  kBq,        // (H*D)          Qwen2 only (attention_bias)
+  kBk,        // (KV*D)
+  kBv,        // (KV*D)
+  kQNorm,     // (D)            Qwen3 only (qk_norm)
+  kKNorm,     // (D)
+  kNumBlockParams,
+};
+
+class Transformer {
+ public:
+  // Allocates parameters (category param) and gradients (category grad),
+  // in phase init. Values are uninitialized until init_random() or a load.
+  Transformer(Backend& backend, const ModelConfig& config, const TransformerOptions& options);
+
+  // Seeded init (docs/model.md): every matrix ~ U(-a, a) with a = 0.02*sqrt(3)
+  // (std 0.02, as Hugging Face's initializer_range), norm weights 1, biases 0.
+  void init_random(uint64_t seed);
+
+  // Forward, loss and backward of one micro-batch. Gradients are accumulated
+  // (call zero_grads() between optimizer steps); loss_sum (1) fp32
+  // accumulates the summed token losses; loss_scale is d(loss)/d(loss_sum),
+  // normally 1 / counted tokens of the whole step.
+  void forward_backward(const Batch& batch, float loss_scale, Tensor& loss_sum);
+
+  void zero_grads();
+
+  const ModelConfig& config() const { return config_; }
+  const TransformerOptions& options() const { return options_; }
+  // Groups in order: embed, block.0 .. block.L-1, head.
+  const std::vector<GroupLayout>& layouts() const { return layouts_; }
+  std::vector<FlatGroup>& params() { return params_; }
+  std::vector<FlatGroup>& grads() { return grads_; }
+
+ private:
+  struct BlockSaved;
+  const Tensor& block_param(int64_t layer, BlockParam p) const;
+  Tensor& block_grad(int64_t layer, BlockParam p);
+  const Tensor& lm_head() const;
+  Tensor& lm_head_grad();
+  BlockSaved block_forward(int64_t layer, const Tensor& x, const Batch& batch, bool keep_all);
+  bool is_checkpointed(int64_t layer) const;
+  Tensor block_backward(int64_t layer, BlockSaved& saved, const Tensor& dy, const Batch& batch);
+
+  Backend& backend_;
+  ModelConfig config_;
+  TransformerOptions options_;
+  AttentionParams attention_;
+  std::vector<GroupLayout> layouts_;
+  std::vector<int> block_index_;  // BlockParam -> view index in the block group, -1 if absent
+  std::vector<FlatGroup> params_;
+  std::vector<FlatGroup> grads_;
+  Tensor positions_;  // (T) int32, on the backend for the micro-batch in flight
+  Tensor d_out_;      // gradient handed from the loss phase to the backward phase
+};
+
+// The layouts of a model's groups (embed, blocks, head), with HF names.
+std::vector<GroupLayout> transformer_layouts(const ModelConfig& config);
+
+}  // namespace headroom

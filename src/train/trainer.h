@@ -1,0 +1,43 @@
+// The optimizer step: micro-batches through the model with gradient
+// accumulation, the global gradient norm (which doubles as the non-finite
+// check), clipping, the learning rate, AdamW, and the step's trace row.
+#pragma once
+
+#include <vector>
+
+#include "model/transformer.h"
+#include "trace/records.h"
+#include "train/lr_schedule.h"
+#include "train/optimizer.h"
+
+namespace headroom {
+
+struct TrainerOptions {
+  LrSchedule schedule;
+  float grad_clip = 1.0f;  // global norm; 0 = no clipping
+};
+
+class Trainer {
+ public:
+  Trainer(Backend& backend, Transformer& model, AdamW& optimizer, const TrainerOptions& options);
+
+  // One optimizer step over `micro_batches` (the step's gradient-accumulation
+  // window). The loss is the mean over every counted token of the window, so
+  // accumulation is exact whatever the micro-batch sizes. A non-finite loss
+  // or gradient norm skips the update (gradients are zeroed, nothing else
+  // changes) and marks the record. On meta the loss and norm read as 0.
+  // Peaks in the record are the allocator's since the step began.
+  StepRecord step(int64_t step, const std::vector<Batch>& micro_batches);
+
+  int64_t skipped_steps() const { return skipped_; }
+
+ private:
+  Backend& backend_;
+  Transformer& model_;
+  AdamW& optimizer_;
+  TrainerOptions options_;
+  int64_t updates_ = 0;  // applied updates: AdamW's bias-correction step
+  int64_t skipped_ = 0;
+};
+
+}  // namespace headroom

@@ -1,0 +1,342 @@
+// rmsnorm_forward / rmsnorm_backward on cpu against a float64 reference and
+// central finite differences of it, fp32 and bf16, at awkward sizes;
+// bit-identical results on 1 and many threads; meta accepts, rejects and
+// allocates exactly as cpu does.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backend/backend_test_util.h"
+
+namespace headroom::backend_test {
+namespace {
+
+constexpr BackendKind kCpu = BackendKind::kCpu;
+constexpr BackendKind kMeta = BackendKind::kMeta;
+
+// ---- helpers (each op family's test binary carries its own copy) ----
+
+Tensor make(Backend& be, const Shape& shape, DType dtype, const std::vector<float>& values,
+            std::string_view tag) {
+  Tensor t = be.empty(shape, dtype, Category::kActivation, tag);
+  upload(t, values);
+  return t;
+}
+
+// Every actual[i] within atol + rtol * |expected[i]| (NaN never is).
+void expect_close(const std::vector<double>& actual, const std::vector<double>& expected,
+                  double rtol, double atol, const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  int misses = 0;
+  for (size_t i = 0; i < actual.size(); ++i)
+    if (!(std::fabs(actual[i] - expected[i]) <= atol + rtol * std::fabs(expected[i])) &&
+        ++misses <= 5)
+      ADD_FAILURE() << what << "[" << i << "]: " << actual[i] << " vs expected " << expected[i];
+  EXPECT_EQ(misses, 0) << what;
+}
+
+// (f(v + h) - f(v - h)) / 2h, f reading `variable` through a reference.
+double central_difference(const std::function<double()>& f, double& variable, double h) {
+  double saved = variable;
+  variable = saved + h;
+  double up = f();
+  variable = saved - h;
+  double down = f();
+  variable = saved;
+  return (up - down) / (2 * h);
+}
+
+// Runs `op` on 1 thread and on 2, 3 and 4 (more than this machine's cores
+// is fine) and returns the bytes each left in `out`.
+std::vector<std::vector<uint8_t>> bytes_per_thread_count(const std::function<void()>& reset,
+                                                         const std::function<void()>& op,
+                                                         const Tensor& out) {
+  std::vector<std::vector<uint8_t>> results;
+  int saved = omp_get_max_threads();
+  for (int threads : {1, 2, 3, 4}) {
+    omp_set_num_threads(threads);
+    reset();
+    op();
+    const auto* p = static_cast<const uint8_t*>(out.raw());
+    results.emplace_back(p, p + out.nbytes());
+  }
+  omp_set_num_threads(saved);
+  return results;
+}
+
+using Scenario = std::function<void(Backend&)>;
+
+std::vector<EventRecord> record(BackendKind kind, const Scenario& scenario) {
+  BackendUnderTest under_test(kind);
+  EventRecorder recorder(under_test.allocator);
+  scenario(*under_test.backend);
+  return recorder.events();
+}
+
+// Plan = run: the same allocator events, in order, on cpu and meta.
+void expect_same_events(const Scenario& scenario) {
+  std::vector<EventRecord> cpu = record(kCpu, scenario);
+  std::vector<EventRecord> meta = record(kMeta, scenario);
+  ASSERT_FALSE(cpu.empty());
+  for (size_t i = 0; i < std::min(cpu.size(), meta.size()); ++i)
+    ASSERT_EQ(cpu[i], meta[i]) << "event " << i << ": cpu " << to_string(cpu[i]) << ", meta "
+                               << to_string(meta[i]);
+  ASSERT_EQ(cpu.size(), meta.size());
+}
+
+// The call is rejected on cpu and on meta with the same message, and leaves
+// no allocation behind; returns the message.
+std::string rejected_alike(const Scenario& scenario) {
+  std::string messages[2];
+  for (BackendKind kind : {kCpu, kMeta}) {
+    BackendUnderTest under_test(kind);
+    std::string& message = messages[kind == kCpu ? 0 : 1];
+    try {
+      scenario(*under_test.backend);
+      ADD_FAILURE() << "accepted on " << name_of(kind);
+    } catch (const InternalError& e) {
+      message = e.what();
+    }
+    EXPECT_EQ(under_test.allocator.num_live_blocks(), 0u) << name_of(kind);
+  }
+  EXPECT_EQ(messages[0], messages[1]);
+  return messages[0];
+}
+
+// An input on either backend (fill_uniform is a no-op on meta).
+Tensor input(Backend& be, const Shape& shape, DType dtype, std::string_view tag, uint64_t seed) {
+  Tensor t = be.empty(shape, dtype, Category::kActivation, tag);
+  be.fill_uniform(t, seed, -1.0f, 1.0f);
+  return t;
+}
+
+// ---- float64 reference ----
+
+// One row: y = x * r * w, r = 1 / sqrt(mean(x^2) + eps); returns r.
+double reference_row(const double* x, const double* w, int64_t width, double eps, double* y) {
+  double sum = 0;
+  for (int64_t i = 0; i < width; ++i)
+    sum += x[i] * x[i];
+  double r = 1.0 / std::sqrt(sum / static_cast<double>(width) + eps);
+  for (int64_t i = 0; i < width; ++i)
+    y[i] = x[i] * r * w[i];
+  return r;
+}
+
+// sum_i g[i] * y[i] for one row: the loss whose gradient backward computes.
+double row_loss(const double* x, const double* w, const double* g, int64_t width, double eps) {
+  std::vector<double> y(static_cast<size_t>(width));
+  reference_row(x, w, width, eps, y.data());
+  double loss = 0;
+  for (int64_t i = 0; i < width; ++i)
+    loss += g[i] * y[static_cast<size_t>(i)];
+  return loss;
+}
+
+struct Case {
+  int64_t rows, width;
+  float eps;
+  DType dtype;
+  std::string name() const {
+    return std::to_string(rows) + "x" + std::to_string(width) + " eps " + std::to_string(eps) +
+           " " + std::string(name_of(dtype));
+  }
+};
+
+// Awkward sizes (1 row, odd widths, a width past a SIMD multiple; Qwen3's
+// per-head q/k norm is (T*H, D) with D = 64 or 128) and 300 x 130, past the
+// OpenMP threshold. eps = 0.5 makes eps's place in the formula visible, which
+// 1e-6 against mean squares ~0.4 would not be.
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (int64_t rows : {1, 3, 17, 300})
+    for (int64_t width : {5, 64, 130})
+      for (float eps : {1e-6f, 0.5f})
+        for (DType dtype : {DType::kF32, DType::kBF16})
+          all.push_back({rows, width, eps, dtype});
+  return all;
+}
+
+// ---- forward ----
+
+TEST(CpuRmsNorm, ForwardMatchesFloat64Reference) {
+  for (const Case& c : cases()) {
+    BackendUnderTest cpu(kCpu);
+    Backend& be = *cpu.backend;
+    Tensor x = make(be, {c.rows, c.width}, c.dtype, random_values(c.rows * c.width, 1), "x");
+    Tensor w = make(be, {c.width}, c.dtype, random_values(c.width, 2), "w");
+    Tensor y = be.empty({c.rows, c.width}, c.dtype, Category::kActivation, "y");
+    Tensor rstd = be.empty({c.rows}, DType::kF32, Category::kActivation, "rstd");
+    be.rmsnorm_forward(x, w, c.eps, y, rstd);
+
+    std::vector<double> xs = download(x), ws = download(w);
+    std::vector<double> y_ref(xs.size()), rstd_ref(static_cast<size_t>(c.rows));
+    for (int64_t n = 0; n < c.rows; ++n)
+      rstd_ref[static_cast<size_t>(n)] =
+          reference_row(&xs[static_cast<size_t>(n * c.width)], ws.data(), c.width, c.eps,
+                        &y_ref[static_cast<size_t>(n * c.width)]);
+    // rstd: from a double sum, rounded to fp32 once (2^-24 relative; 2^-23
+    // leaves margin). y: two fp32 products on top, ~3 fp32 ulps; 1e-6 leaves
+    // margin. bf16 y: one rounding, at most 2^-8 relative (8
+    // significant bits), so 2^-7.
+    expect_close(download(rstd), rstd_ref, std::ldexp(1.0, -23), 0, "rstd " + c.name());
+    double rtol = c.dtype == DType::kF32 ? 1e-6 : std::ldexp(1.0, -7);
+    expect_close(download(y), y_ref, rtol, 1e-7, "y " + c.name());
+  }
+}
+
+// ---- backward ----
+
+TEST(CpuRmsNorm, BackwardMatchesFiniteDifferences) {
+  for (const Case& c : cases()) {
+    BackendUnderTest cpu(kCpu);
+    Backend& be = *cpu.backend;
+    const int64_t rows = c.rows, width = c.width;
+    Tensor x = make(be, {rows, width}, c.dtype, random_values(rows * width, 3), "x");
+    Tensor w = make(be, {width}, c.dtype, random_values(width, 4), "w");
+    Tensor dy = make(be, {rows, width}, c.dtype, random_values(rows * width, 5), "dy");
+    Tensor y = be.empty({rows, width}, c.dtype, Category::kActivation, "y");
+    Tensor rstd = be.empty({rows}, DType::kF32, Category::kActivation, "rstd");
+    Tensor dx = be.empty({rows, width}, c.dtype, Category::kActivation, "dx");
+    Tensor dw = make(be, {width}, c.dtype, random_values(width, 6), "dw");
+    std::vector<double> dw_before = download(dw);
+    be.rmsnorm_forward(x, w, c.eps, y, rstd);
+    be.rmsnorm_backward(dy, x, w, rstd, dx, dw);
+
+    // Central differences of the float64 loss sum(dy * y) at the (rounded)
+    // inputs the op saw. Row n's loss depends on x only through row n, so
+    // each dx derivative needs one row. h = 1e-4: truncation ~h^2 * |f'''|
+    // ~1e-8, rounding ~1e-16 / h ~1e-12.
+    std::vector<double> xs = download(x), ws = download(w), g = download(dy);
+    const double h = 1e-4, eps = c.eps;
+    std::vector<double> dx_ref(xs.size()), dw_ref = dw_before;
+    for (int64_t n = 0; n < rows; ++n) {
+      double* xr = &xs[static_cast<size_t>(n * width)];
+      const double* gr = &g[static_cast<size_t>(n * width)];
+      for (int64_t i = 0; i < width; ++i)
+        dx_ref[static_cast<size_t>(n * width + i)] =
+            central_difference([&] { return row_loss(xr, ws.data(), gr, width, eps); }, xr[i], h);
+    }
+    auto total_loss = [&] {
+      double loss = 0;
+      for (int64_t n = 0; n < rows; ++n)
+        loss += row_loss(&xs[static_cast<size_t>(n * width)], ws.data(),
+                         &g[static_cast<size_t>(n * width)], width, eps);
+      return loss;
+    };
+    for (int64_t i = 0; i < width; ++i)
+      dw_ref[static_cast<size_t>(i)] +=
+          central_difference(total_loss, ws[static_cast<size_t>(i)], h);
+
+    // fp32: dx is r*dy*w - (r^3/C * dot)*x with terms up to ~3, each a few
+    // fp32 ulps off (~1e-6 absolute) and they can cancel, hence the absolute
+    // part; dw sums up to 300 such terms in double. 1e-5 is well above both
+    // and the FD error, and far below what a missing term or a misplaced eps
+    // (with eps = 0.5) costs (> 1e-2). bf16: plus one rounding of the
+    // result, at most 2^-8 relative, so 2^-7.
+    double rtol = c.dtype == DType::kF32 ? 1e-5 : std::ldexp(1.0, -7);
+    expect_close(download(dx), dx_ref, rtol, 1e-5, "dx " + c.name());
+    expect_close(download(dw), dw_ref, rtol, 1e-5, "dw " + c.name());
+  }
+}
+
+TEST(CpuRmsNorm, SameBitsForAnyThreadCount) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    BackendUnderTest cpu(kCpu);
+    Backend& be = *cpu.backend;
+    const int64_t rows = 20000, width = 130;  // long enough for threads to interleave
+    Tensor x = make(be, {rows, width}, dtype, random_values(rows * width, 7), "x");
+    Tensor w = make(be, {width}, dtype, random_values(width, 8), "w");
+    Tensor dy = make(be, {rows, width}, dtype, random_values(rows * width, 9), "dy");
+    Tensor y = be.empty({rows, width}, dtype, Category::kActivation, "y");
+    Tensor rstd = be.empty({rows}, DType::kF32, Category::kActivation, "rstd");
+    Tensor dx = be.empty({rows, width}, dtype, Category::kActivation, "dx");
+    Tensor dw = be.empty({width}, dtype, Category::kGrad, "dw");
+    std::vector<float> dw_initial = random_values(width, 10);
+    auto forward =
+        bytes_per_thread_count([] {}, [&] { be.rmsnorm_forward(x, w, 1e-6f, y, rstd); }, y);
+    auto backward = bytes_per_thread_count(
+        [&] { upload(dw, dw_initial); }, [&] { be.rmsnorm_backward(dy, x, w, rstd, dx, dw); }, dw);
+    for (size_t i = 1; i < forward.size(); ++i) {
+      EXPECT_EQ(forward[i], forward[0]) << "y, " << name_of(dtype) << ", thread count #" << i;
+      EXPECT_EQ(backward[i], backward[0]) << "dw, " << name_of(dtype) << ", thread count #" << i;
+    }
+  }
+}
+
+// ---- meta = cpu ----
+
+TEST(MetaParity, RmsNorm) {
+  expect_same_events([](Backend& be) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      Tensor x = input(be, {300, 130}, dtype, "block.0.x", 1);
+      Tensor w = input(be, {130}, dtype, "block.0.attn_norm", 2);
+      Tensor y = be.empty({300, 130}, dtype, Category::kActivation, "block.0.attn_norm.out");
+      Tensor rstd = be.empty({300}, DType::kF32, Category::kActivation, "block.0.attn_norm.rstd");
+      be.rmsnorm_forward(x, w, 1e-6f, y, rstd);
+      Tensor dx = be.empty({300, 130}, dtype, Category::kActivation, "block.0.x.grad");
+      Tensor dw = be.empty({130}, dtype, Category::kGrad, "block.0.attn_norm.grad");
+      be.fill(dw, 0.0f);
+      be.rmsnorm_backward(y, x, w, rstd, dx, dw);
+    }
+  });
+}
+
+TEST(MetaParity, RmsNormRejectedCallsSayTheSameAndAllocateNothing) {
+  EXPECT_EQ(rejected_alike([](Backend& be) {
+              Tensor x = be.empty({4, 8}, DType::kBF16, Category::kActivation, "block.2.x");
+              Tensor w = be.empty({9}, DType::kBF16, Category::kParam, "block.2.attn_norm");
+              Tensor y = be.empty({4, 8}, DType::kBF16, Category::kActivation, "y");
+              Tensor rstd = be.empty({4}, DType::kF32, Category::kActivation, "rstd");
+              be.rmsnorm_forward(x, w, 1e-6f, y, rstd);
+            }),
+            "rmsnorm_forward: shape mismatch: w 'block.2.attn_norm' bf16 [9] vs x 'block.2.x' "
+            "bf16 [4, 8]");
+  EXPECT_EQ(rejected_alike([](Backend& be) {
+              Tensor x = be.empty({4, 8}, DType::kBF16, Category::kActivation, "x");
+              Tensor w = be.empty({8}, DType::kBF16, Category::kParam, "w");
+              Tensor y = be.empty({4, 8}, DType::kBF16, Category::kActivation, "y");
+              Tensor rstd = be.empty({4}, DType::kBF16, Category::kActivation, "rstd");
+              be.rmsnorm_forward(x, w, 1e-6f, y, rstd);
+            }),
+            "rmsnorm_forward: rstd 'rstd' bf16 [4] must be fp32");
+  EXPECT_EQ(rejected_alike([](Backend& be) {
+              Tensor x = be.empty({4, 8}, DType::kF32, Category::kActivation, "x");
+              Tensor w = be.empty({8}, DType::kF32, Category::kParam, "w");
+              Tensor rstd = be.empty({4}, DType::kF32, Category::kActivation, "rstd");
+              be.rmsnorm_forward(x, w, 1e-6f, x, rstd);  // in place: backward needs x
+            }),
+            "rmsnorm_forward: y 'x' fp32 [4, 8] overlaps x 'x' fp32 [4, 8]");
+  rejected_alike([](Backend& be) {
+    Tensor x = be.empty({4, 8}, DType::kF32, Category::kActivation, "x");
+    Tensor w = be.empty({8}, DType::kF32, Category::kParam, "w");
+    Tensor y = be.empty({4, 8}, DType::kF32, Category::kActivation, "y");
+    Tensor rstd = be.empty({4}, DType::kF32, Category::kActivation, "rstd");
+    be.rmsnorm_forward(x, w, -1.0f, y, rstd);
+  });
+  EXPECT_EQ(rejected_alike([](Backend& be) {
+              Tensor x = be.empty({4, 8}, DType::kF32, Category::kActivation, "x");
+              Tensor w = be.empty({8}, DType::kF32, Category::kParam, "w");
+              Tensor rstd = be.empty({4}, DType::kF32, Category::kActivation, "rstd");
+              Tensor dx = be.empty({4, 8}, DType::kF32, Category::kActivation, "dx");
+              Tensor dw = be.empty({8}, DType::kBF16, Category::kGrad, "w.grad");
+              be.rmsnorm_backward(x, x, w, rstd, dx, dw);
+            }),
+            "rmsnorm_backward: dtype mismatch: dw 'w.grad' bf16 [8] vs w 'w' fp32 [8]");
+  rejected_alike([](Backend& be) {
+    Tensor x = be.empty({4, 8}, DType::kF32, Category::kActivation, "x");
+    Tensor dy = be.empty({4, 8}, DType::kF32, Category::kActivation, "dy");
+    Tensor w = be.empty({8}, DType::kF32, Category::kParam, "w");
+    Tensor rstd = be.empty({4}, DType::kF32, Category::kActivation, "rstd");
+    Tensor dw = be.empty({8}, DType::kF32, Category::kGrad, "w.grad");
+    be.rmsnorm_backward(dy, x, w, rstd, dy, dw);  // dx = dy: dw still reads dy
+  });
+}
+
+}  // namespace
+}  // namespace headroom::backend_test

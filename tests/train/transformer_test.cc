@@ -1,0 +1,203 @@
+// The whole decoder against finite differences, checkpointing and chunking
+// against the plain path, and meta against cpu allocation by allocation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "model/transformer.h"
+
+namespace headroom {
+namespace {
+
+constexpr float kWeightScale = 3.0f;
+
+ModelConfig tiny(bool qk_norm, bool bias, bool tied) {
+  ModelConfig c;
+  c.name = "test";
+  c.architecture = "Qwen3ForCausalLM";
+  c.vocab_size = 23;
+  c.hidden_size = 12;
+  c.intermediate_size = 20;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;  // GQA ratio 2
+  c.head_dim = 6;
+  c.rope_theta = 10000;
+  c.rms_norm_eps = 1e-6;
+  c.qk_norm = qk_norm;
+  c.attention_bias = bias;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+// Two documents of awkward lengths packed together.
+Batch make_batch(int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Batch b;
+  for (int64_t len : {9, 14, 1}) {
+    std::vector<int32_t> doc(static_cast<size_t>(len));
+    for (auto& t : doc)
+      t = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
+    append_document(b, doc.data(), len);
+  }
+  return b;
+}
+
+struct CpuRun {
+  Allocator allocator{make_host_source(), AllocatorOptions{AllocatorPolicy::kExact, 0}};
+  std::unique_ptr<Backend> backend = make_cpu_backend(allocator);
+};
+
+double loss_of(Transformer& model, Backend& backend, const Batch& batch) {
+  Tensor loss_sum = backend.empty({1}, DType::kF32, Category::kWorkspace, "loss");
+  backend.fill(loss_sum, 0.0f);
+  model.forward_backward(batch, 1.0f / static_cast<float>(batch.counted), loss_sum);
+  model.zero_grads();
+  float host = 0;
+  backend.copy_to_host(loss_sum, &host);
+  return host / static_cast<double>(batch.counted);
+}
+
+class TransformerGradients : public ::testing::TestWithParam<std::tuple<bool, bool, bool>> {};
+
+TEST_P(TransformerGradients, MatchFiniteDifferences) {
+  auto [qk_norm, bias, tied] = GetParam();
+  CpuRun run;
+  TransformerOptions options;
+  options.attention_block_size = 4;  // several tiles, some partial
+  options.loss.chunk_size = 5;
+  Transformer model(*run.backend, tiny(qk_norm, bias, tied), options);
+  model.init_random(7);
+  // Larger weights than the 0.02 init, so every path carries signal.
+  for (FlatGroup& g : model.params())
+    for (int64_t i = 0; i < g.flat.numel(); ++i)
+      g.flat.data<float>()[i] *= kWeightScale;
+  const Batch batch = make_batch(model.config().vocab_size, 3);
+
+  Tensor loss_sum = run.backend->empty({1}, DType::kF32, Category::kWorkspace, "loss");
+  run.backend->fill(loss_sum, 0.0f);
+  model.forward_backward(batch, 1.0f / static_cast<float>(batch.counted), loss_sum);
+  std::vector<std::vector<float>> analytic;
+  for (FlatGroup& g : model.grads())
+    analytic.emplace_back(g.flat.data<float>(), g.flat.data<float>() + g.flat.numel());
+  model.zero_grads();
+
+  std::mt19937_64 rng(11);
+  for (size_t gi = 0; gi < model.params().size(); ++gi) {
+    FlatGroup& g = model.params()[gi];
+    for (int trial = 0; trial < 40; ++trial) {
+      const int64_t i = static_cast<int64_t>(rng() % static_cast<uint64_t>(g.flat.numel()));
+      float* p = g.flat.data<float>() + i;
+      const float saved = *p, h = 1e-3f;
+      *p = saved + h;
+      const double up = loss_of(model, *run.backend, batch);
+      *p = saved - h;
+      const double down = loss_of(model, *run.backend, batch);
+      *p = saved;
+      const double numeric = (up - down) / (2.0 * h);
+      const double got = analytic[gi][static_cast<size_t>(i)];
+      // fp32 forward: the loss (~3) carries ~1e-6 absolute error, so the
+      // difference quotient is good to ~1e-4; curvature over h adds ~1e-4.
+      EXPECT_NEAR(got, numeric, 2e-3 + 0.03 * std::abs(numeric))
+          << model.layouts()[gi].name << " element " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, TransformerGradients,
+                         ::testing::Values(std::make_tuple(true, false, true),    // Qwen3
+                                           std::make_tuple(false, true, false),   // Qwen2
+                                           std::make_tuple(false, false, false),  // Llama
+                                           std::make_tuple(true, false, false),
+                                           std::make_tuple(false, false, true)));
+
+std::vector<std::vector<float>> gradients_with(const TransformerOptions& options, double* loss) {
+  CpuRun run;
+  Transformer model(*run.backend, tiny(true, false, false), options);
+  model.init_random(5);
+  const Batch batch = make_batch(model.config().vocab_size, 9);
+  Tensor loss_sum = run.backend->empty({1}, DType::kF32, Category::kWorkspace, "loss");
+  run.backend->fill(loss_sum, 0.0f);
+  model.forward_backward(batch, 1.0f / static_cast<float>(batch.counted), loss_sum);
+  float host = 0;
+  run.backend->copy_to_host(loss_sum, &host);
+  *loss = host;
+  std::vector<std::vector<float>> out;
+  for (FlatGroup& g : model.grads())
+    out.emplace_back(g.flat.data<float>(), g.flat.data<float>() + g.flat.numel());
+  return out;
+}
+
+TEST(Transformer, CheckpointingAndLossChunkingChangeNoGradient) {
+  TransformerOptions plain;
+  plain.attention_block_size = 4;
+  double base_loss = 0;
+  const auto base = gradients_with(plain, &base_loss);
+  for (int interval : {1, 2}) {
+    for (int64_t chunk : {0, 3, 100}) {
+      for (bool save : {false, true}) {
+        TransformerOptions o = plain;
+        o.checkpoint_interval = interval;
+        o.loss.chunk_size = chunk;
+        o.loss.save_softmax = save;
+        double loss = 0;
+        const auto g = gradients_with(o, &loss);
+        EXPECT_NEAR(loss, base_loss, 1e-5 * std::abs(base_loss));
+        for (size_t i = 0; i < g.size(); ++i)
+          for (size_t j = 0; j < g[i].size(); ++j)
+            ASSERT_NEAR(g[i][j], base[i][j], 1e-5 + 1e-4 * std::abs(base[i][j]))
+                << "interval " << interval << " chunk " << chunk << " group " << i;
+      }
+    }
+  }
+}
+
+struct Recorder : MemoryObserver {
+  std::vector<MemoryEvent> events;
+  void on_memory_event(const MemoryEvent& e) override { events.push_back(e); }
+};
+
+// Promise 1 at the model level: meta makes exactly cpu's allocations.
+TEST(Transformer, MetaMakesExactlyTheCpuAllocations) {
+  for (int interval : {0, 1}) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      TransformerOptions o;
+      o.dtype = dtype;
+      o.attention_block_size = 4;
+      o.checkpoint_interval = interval;
+      o.loss.chunk_size = 7;
+      std::vector<MemoryEvent> seen[2];
+      std::vector<std::string> tags[2];
+      for (int m = 0; m < 2; ++m) {
+        Allocator allocator(m ? make_virtual_source() : make_host_source(), AllocatorOptions{});
+        Recorder rec;
+        allocator.add_observer(&rec);
+        {
+          std::unique_ptr<Backend> backend =
+              m ? make_meta_backend(allocator) : make_cpu_backend(allocator);
+          Transformer model(*backend, tiny(true, true, true), o);
+          model.init_random(1);
+          Tensor loss_sum = backend->empty({1}, DType::kF32, Category::kWorkspace, "loss");
+          backend->fill(loss_sum, 0.0f);
+          const Batch batch = make_batch(23, 4);
+          model.forward_backward(batch, 0.1f, loss_sum);
+        }
+        allocator.remove_observer(&rec);
+        seen[m] = rec.events;
+        tags[m] = allocator.tags();
+      }
+      ASSERT_EQ(seen[0].size(), seen[1].size());
+      for (size_t i = 0; i < seen[0].size(); ++i) {
+        ASSERT_EQ(seen[0][i].action, seen[1][i].action) << i;
+        ASSERT_EQ(seen[0][i].bytes, seen[1][i].bytes) << i;
+        ASSERT_EQ(tags[0][seen[0][i].tag_id], tags[1][seen[1][i].tag_id]) << i;
+        ASSERT_EQ(seen[0][i].phase, seen[1][i].phase) << i;
+        ASSERT_EQ(seen[0][i].layer, seen[1][i].layer) << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace headroom
