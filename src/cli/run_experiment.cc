@@ -9,11 +9,16 @@
 
 #include "backend/backend.h"
 #include "config/config.h"
+#include "data/markov.h"
+#include "data/packer.h"
+#include "data/token_dataset.h"
 #include "embedded_quickstart.h"
+#include "model/model_config.h"
+#include "model/transformer.h"
 #include "report/summary.h"
-#include "stand_in_workload.h"
 #include "trace/reader.h"
 #include "trace/writer.h"
+#include "train/trainer.h"
 #include "util/bytes.h"
 #include "util/error.h"
 
@@ -71,6 +76,21 @@ void write_atomically(const fs::path& path, const std::string& text) {
   fs::rename(tmp, path);
 }
 
+// The plan's answer to "will it fit?".
+std::string plan_verdict(const Allocator& allocator, uint64_t capacity) {
+  const MemoryStats& s = allocator.stats();
+  std::string out = "\nplan: peak allocated " + format_bytes_exact(s.peak_allocated) +
+                    ", peak reserved " + format_bytes_exact(s.peak_reserved) + "\n";
+  if (capacity == 0)
+    out += "  no memory.device_capacity set: nothing to check the peak against\n";
+  else if (s.peak_reserved <= capacity)
+    out += "  fits memory.device_capacity " + format_bytes_exact(capacity) + " with " +
+           format_bytes(capacity - s.peak_reserved) + " to spare\n";
+  else
+    out += "  does NOT fit memory.device_capacity " + format_bytes_exact(capacity) + "\n";
+  return out;
+}
+
 std::string eta(double seconds) {
   char buf[32];
   int s = static_cast<int>(seconds + 0.5);
@@ -87,9 +107,17 @@ int run_experiment(const RunOptions& options, RunMode mode) {
     return 0;
   }
   const BackendKind kind = backend_for(config, mode);
+  const bool planning = kind == BackendKind::kMeta;
   const char* verb = mode == RunMode::kPlan ? "plan" : "train";
 
   // Everything that can be refused is checked before the first byte is written.
+  const ModelConfig model_config = config.model.hf_config.empty()
+                                       ? model_preset(config.model.preset)
+                                       : load_hf_config(config.model.hf_config);
+  if (config.data.path.empty())
+    throw UsageError(
+        "data.path: required: a tokenized HDF5 file (docs/data-format.md), or set "
+        "data.synthesize_if_missing = true to have one made");
   const fs::path run_dir = fs::path(config.run.out_dir) / config.run.name;
   const fs::path trace_path =
       run_dir / (mode == RunMode::kPlan ? "plan.rank0.h5" : "trace.rank0.h5");
@@ -97,6 +125,25 @@ int run_experiment(const RunOptions& options, RunMode mode) {
     throw UsageError(trace_path.string() +
                      ": exists from an earlier run; pass --overwrite to replace it, or choose "
                      "another name with --set run.name=<name>");
+  if (!fs::exists(config.data.path)) {
+    if (!config.data.synthesize_if_missing)
+      throw UsageError(config.data.path + ": no such file (data.path)");
+    std::printf(
+        "headroom %s: writing a synthetic Markov corpus to %s (data.synthesize_if_missing)\n", verb,
+        config.data.path.c_str());
+    std::fflush(stdout);
+    const fs::path parent = fs::path(config.data.path).parent_path();
+    if (!parent.empty()) fs::create_directories(parent);
+    MarkovSpec spec;
+    spec.vocab_size = model_config.vocab_size;
+    spec.order = 1;
+    spec.branching = 8;
+    spec.seed = static_cast<uint64_t>(config.data.seed);
+    write_markov_corpus(config.data.path, spec, LengthSpec::uniform(32, 512),
+                        config.data.synthetic_documents, static_cast<uint64_t>(config.data.seed));
+  }
+  TokenDataset dataset = TokenDataset::open(config.data.path, model_config.vocab_size);
+
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) throw UsageError(run_dir.string() + ": cannot create run folder: " + ec.message());
@@ -111,65 +158,90 @@ int run_experiment(const RunOptions& options, RunMode mode) {
                                  : AllocatorPolicy::kCaching;
   Allocator allocator(source_for(kind), allocator_options);
   std::unique_ptr<Backend> backend =
-      kind == BackendKind::kMeta ? make_meta_backend(allocator) : make_cpu_backend(allocator);
+      planning ? make_meta_backend(allocator) : make_cpu_backend(allocator);
 
   TraceHeader header;
   header.run_name = config.run.name;
   header.backend = std::string(name_of(kind));
-  header.device = kind == BackendKind::kMeta ? "meta (virtual)" : "cpu";
+  header.device = planning ? "meta (virtual)" : "cpu";
   header.capacity_bytes = config.memory.device_capacity;
   header.config_toml = config_toml;
   TraceWriter trace(trace_path.string(), header, config.trace.memory_events);
   allocator.add_observer(&trace);
 
-  StandInShape shape;
-  shape.tokens = config.batch.max_tokens_per_micro_batch;
-  shape.dtype = config.model.dtype == Precision::kBf16 ? DType::kBF16 : DType::kF32;
+  TransformerOptions model_options;
+  model_options.dtype = config.model.dtype == Precision::kBf16 ? DType::kBF16 : DType::kF32;
+  model_options.attention_block_size = config.attention.block_size;
+  model_options.attention_window =
+      config.attention.mask == AttentionSection::Mask::kSlidingWindow ? config.attention.window : 0;
+  model_options.checkpoint_interval = config.checkpoint.activations;
+  model_options.loss.chunk_size = config.loss.chunk_size;
+  model_options.loss.save_softmax = config.loss.mode == LossSection::Mode::kSave;
+  model_options.loss.logits_dtype =
+      config.loss.logits_dtype == Precision::kBf16 ? DType::kBF16 : DType::kF32;
 
-  std::printf(
-      "headroom %s: the transformer is not built yet (model issue); this run drives the "
-      "stand-in workload\n  (%lld linear layers of %lldx%lld and a %lldx%lld head, %lld tokens "
-      "per step, %s)\n  through the %s allocator and the trace, for %lld steps. Loss is not "
-      "computed (NaN).\n",
-      verb, static_cast<long long>(shape.layers), static_cast<long long>(shape.width),
-      static_cast<long long>(shape.width), static_cast<long long>(shape.vocab),
-      static_cast<long long>(shape.width), static_cast<long long>(shape.tokens),
-      std::string(name_of(shape.dtype)).c_str(),
-      config.memory.allocator == MemorySection::Allocator::kExact ? "exact" : "caching",
-      static_cast<long long>(config.run.steps));
+  PackOptions pack;
+  pack.max_tokens_per_micro_batch = config.batch.max_tokens_per_micro_batch;
+  pack.grad_accum = config.batch.grad_accum;
+  pack.max_sample_tokens = config.data.max_sample_tokens;
+  pack.shuffle = config.data.shuffle;
+  pack.seed = static_cast<uint64_t>(config.data.seed);
+  PackedBatcher batcher(dataset, pack);
+
+  TrainerOptions trainer_options;
+  trainer_options.schedule.lr = config.optimizer.lr;
+  trainer_options.schedule.min_lr = config.schedule.min_lr;
+  trainer_options.schedule.warmup_steps = config.schedule.warmup_steps;
+  trainer_options.schedule.total_steps = config.run.steps;
+  trainer_options.schedule.decay =
+      config.schedule.decay == ScheduleSection::Decay::kCosine   ? Decay::kCosine
+      : config.schedule.decay == ScheduleSection::Decay::kLinear ? Decay::kLinear
+                                                                 : Decay::kConstant;
+  trainer_options.grad_clip = static_cast<float>(config.optimizer.grad_clip);
+  AdamWConfig adamw;
+  adamw.beta1 = static_cast<float>(config.optimizer.betas[0]);
+  adamw.beta2 = static_cast<float>(config.optimizer.betas[1]);
+  adamw.eps = static_cast<float>(config.optimizer.eps);
+  adamw.weight_decay = static_cast<float>(config.optimizer.weight_decay);
+
+  const double entropy = dataset.attributes().source_entropy_nats.value_or(0.0);
+  std::printf("headroom %s: %s (%s, %.2fM parameters) on %s, %lld steps of %lld x %lld tokens%s\n",
+              verb, model_config.name.c_str(), std::string(name_of(model_options.dtype)).c_str(),
+              static_cast<double>(model_config.num_parameters()) / 1e6,
+              std::string(name_of(kind)).c_str(), static_cast<long long>(config.run.steps),
+              static_cast<long long>(config.batch.grad_accum),
+              static_cast<long long>(config.batch.max_tokens_per_micro_batch),
+              planning ? " (meta: allocations only, no math)" : "");
+  if (entropy > 0 && !planning)
+    std::printf("  data: %s, source entropy %.4f nats/token (the best loss a model can reach)\n",
+                config.data.path.c_str(), entropy);
+  std::fflush(stdout);
 
   int exit_code = 0;
+  double last_loss = 0;
   try {
-    StandInWorkload workload(*backend, shape, static_cast<uint64_t>(config.model.seed));
+    Transformer model(*backend, model_config, model_options);
+    {
+      PhaseScope scope(allocator, Phase::kInit);
+      model.init_random(static_cast<uint64_t>(config.model.seed));
+    }
+    AdamW optimizer(*backend, model.layouts(), model.params(), adamw);
+    Trainer trainer(*backend, model, optimizer, trainer_options);
     const auto run_start = std::chrono::steady_clock::now();
     for (int64_t step = 0; step < config.run.steps; ++step) {
-      const auto t0 = std::chrono::steady_clock::now();
-      allocator.set_step(step);
-      allocator.reset_peaks();
-      workload.step(step);
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-      StepRecord record;
-      record.step = step;
-      record.loss = std::numeric_limits<double>::quiet_NaN();
-      record.grad_norm = std::numeric_limits<double>::quiet_NaN();
-      record.tokens = shape.tokens;
-      record.padded_tokens = shape.tokens;
-      record.micro_batches = 1;
-      record.longest_sample = shape.tokens;
-      record.peak_allocated = allocator.peak_allocated();
-      record.peak_reserved = allocator.peak_reserved();
-      record.step_seconds = seconds;
-      record.tokens_per_second = seconds > 0 ? static_cast<double>(shape.tokens) / seconds : 0;
+      std::vector<Batch> micro_batches = batcher.next_step();
+      StepRecord record = trainer.step(step, micro_batches);
+      if (planning) {
+        record.loss = std::numeric_limits<double>::quiet_NaN();
+        record.grad_norm = std::numeric_limits<double>::quiet_NaN();
+      }
+      last_loss = record.loss;
       std::vector<PhasePeakRecord> peaks;
       for (Phase phase : kAllPhases) {
-        uint64_t peak_allocated =
-            allocator.stats().peak_allocated_by_phase[static_cast<int>(phase)];
-        if (peak_allocated == 0) continue;
-        peaks.push_back(
-            PhasePeakRecord{step, phase, peak_allocated,
-                            allocator.stats().peak_reserved_by_phase[static_cast<int>(phase)]});
+        const int p = static_cast<int>(phase);
+        if (allocator.stats().peak_allocated_by_phase[p] == 0) continue;
+        peaks.push_back(PhasePeakRecord{step, phase, allocator.stats().peak_allocated_by_phase[p],
+                                        allocator.stats().peak_reserved_by_phase[p]});
       }
       trace.append_step(record, peaks);
       if ((step + 1) % config.trace.flush_every == 0 || step + 1 == config.run.steps)
@@ -179,10 +251,12 @@ int run_experiment(const RunOptions& options, RunMode mode) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
       const double remaining = elapsed / static_cast<double>(step + 1) *
                                static_cast<double>(config.run.steps - step - 1);
-      std::printf("step %lld/%lld  %.0f tok/s  peak %s allocated, %s reserved  eta %s\n",
-                  static_cast<long long>(step + 1), static_cast<long long>(config.run.steps),
-                  record.tokens_per_second, format_bytes(record.peak_allocated).c_str(),
-                  format_bytes(record.peak_reserved).c_str(), eta(remaining).c_str());
+      if (!planning)
+        std::printf("step %lld/%lld  loss %.4f  %.0f tok/s  peak %s  eta %s%s\n",
+                    static_cast<long long>(step + 1), static_cast<long long>(config.run.steps),
+                    record.loss, record.tokens_per_second,
+                    format_bytes(record.peak_allocated).c_str(), eta(remaining).c_str(),
+                    record.skipped ? "  (skipped: not finite)" : "");
       std::fflush(stdout);
     }
   } catch (const OutOfMemory& oom) {
@@ -197,8 +271,13 @@ int run_experiment(const RunOptions& options, RunMode mode) {
 
   // After an OOM the postmortem above is the message; the summary would
   // repeat it. `headroom report` shows both on demand.
-  if (exit_code == 0)
+  if (exit_code == 0) {
+    if (entropy > 0 && !planning)
+      std::printf("\nfinal loss %.4f nats/token vs source entropy %.4f (gap %.4f)\n", last_loss,
+                  entropy, last_loss - entropy);
     std::printf("\n%s", summarize_trace(TraceReader::open(trace_path.string())).c_str());
+    if (planning) std::printf("%s", plan_verdict(allocator, config.memory.device_capacity).c_str());
+  }
   return exit_code;
 }
 
