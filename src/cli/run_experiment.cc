@@ -21,6 +21,7 @@
 #include "train/trainer.h"
 #include "util/bytes.h"
 #include "util/error.h"
+#include "util/process_memory.h"
 
 namespace fs = std::filesystem;
 
@@ -217,6 +218,13 @@ int run_experiment(const RunOptions& options, RunMode mode) {
                 config.data.path.c_str(), entropy);
   std::fflush(stdout);
 
+  // The operating system's view, for checking the allocator against it: the
+  // baseline is the resident set just before the first model allocation (the
+  // program, its libraries, the dataset handle, the trace file), with the
+  // kernel's high-water mark restarted there.
+  const bool measure_rss = kind == BackendKind::kCpu && reset_peak_resident();
+  const uint64_t rss_baseline = measure_rss ? resident_bytes() : 0;
+
   int exit_code = 0;
   double last_loss = 0;
   try {
@@ -277,6 +285,17 @@ int run_experiment(const RunOptions& options, RunMode mode) {
                   entropy, last_loss - entropy);
     std::printf("\n%s", summarize_trace(TraceReader::open(trace_path.string())).c_str());
     if (planning) std::printf("%s", plan_verdict(allocator, config.memory.device_capacity).c_str());
+    if (measure_rss) {
+      const uint64_t above = peak_resident_bytes() - rss_baseline;
+      std::printf(
+          "\nrss check: peak resident %s above the baseline of %s; allocator peak reserved %s "
+          "(ratio %.3f)\n",
+          format_bytes_exact(above).c_str(), format_bytes(rss_baseline).c_str(),
+          format_bytes_exact(allocator.peak_reserved()).c_str(),
+          allocator.peak_reserved() ? static_cast<double>(above) /
+                                          static_cast<double>(allocator.peak_reserved())
+                                    : 0.0);
+    }
   }
   return exit_code;
 }
