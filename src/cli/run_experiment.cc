@@ -15,6 +15,7 @@
 #include "embedded_quickstart.h"
 #include "model/model_config.h"
 #include "model/transformer.h"
+#include "model/weights.h"
 #include "report/summary.h"
 #include "trace/reader.h"
 #include "trace/writer.h"
@@ -144,6 +145,10 @@ int run_experiment(const RunOptions& options, RunMode mode) {
                         config.data.synthetic_documents, static_cast<uint64_t>(config.data.seed));
   }
   TokenDataset dataset = TokenDataset::open(config.data.path, model_config.vocab_size);
+  if (!config.model.weights.empty()) check_weights(model_config, config.model.weights);
+  const fs::path checkpoint_dir =
+      config.checkpoint.dir.empty() ? run_dir / "checkpoints" : fs::path(config.checkpoint.dir);
+  const bool saving = !planning && (config.checkpoint.save_initial || config.checkpoint.save_every);
 
   std::error_code ec;
   fs::create_directories(run_dir, ec);
@@ -232,7 +237,10 @@ int run_experiment(const RunOptions& options, RunMode mode) {
     {
       PhaseScope scope(allocator, Phase::kInit);
       model.init_random(static_cast<uint64_t>(config.model.seed));
+      if (!config.model.weights.empty()) load_weights(*backend, model, config.model.weights);
     }
+    if (saving && config.checkpoint.save_initial)
+      save_checkpoint(*backend, model, (checkpoint_dir / "step-0").string());
     AdamW optimizer(*backend, model.layouts(), model.params(), adamw);
     Trainer trainer(*backend, model, optimizer, trainer_options);
     const auto run_start = std::chrono::steady_clock::now();
@@ -254,6 +262,10 @@ int run_experiment(const RunOptions& options, RunMode mode) {
       trace.append_step(record, peaks);
       if ((step + 1) % config.trace.flush_every == 0 || step + 1 == config.run.steps)
         trace.flush(allocator.tags());
+      if (saving && config.checkpoint.save_every > 0 &&
+          (step + 1) % config.checkpoint.save_every == 0)
+        save_checkpoint(*backend, model,
+                        (checkpoint_dir / ("step-" + std::to_string(step + 1))).string());
 
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
@@ -292,9 +304,9 @@ int run_experiment(const RunOptions& options, RunMode mode) {
           "(ratio %.3f)\n",
           format_bytes_exact(above).c_str(), format_bytes(rss_baseline).c_str(),
           format_bytes_exact(allocator.peak_reserved()).c_str(),
-          allocator.peak_reserved() ? static_cast<double>(above) /
-                                          static_cast<double>(allocator.peak_reserved())
-                                    : 0.0);
+          allocator.peak_reserved()
+              ? static_cast<double>(above) / static_cast<double>(allocator.peak_reserved())
+              : 0.0);
     }
   }
   return exit_code;

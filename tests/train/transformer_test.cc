@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "model/transformer.h"
+#include "util/error.h"
 
 namespace headroom {
 namespace {
@@ -197,6 +199,55 @@ TEST(Transformer, MetaMakesExactlyTheCpuAllocations) {
       }
     }
   }
+}
+
+}  // namespace
+}  // namespace headroom
+
+#include <filesystem>
+
+#include "model/safetensors.h"
+#include "model/weights.h"
+
+namespace headroom {
+namespace {
+
+TEST(Weights, SaveThenLoadGivesTheSameModelAndHuggingFaceNames) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / "headroom_weights_test").string();
+  std::filesystem::remove_all(dir);
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    CpuRun a, b;
+    TransformerOptions o;
+    o.dtype = dtype;
+    o.attention_block_size = 4;
+    Transformer saved(*a.backend, tiny(true, false, true), o);
+    saved.init_random(3);
+    save_checkpoint(*a.backend, saved, dir);
+    Transformer loaded(*b.backend, tiny(true, false, true), o);
+    loaded.init_random(99);  // different, then overwritten
+    load_weights(*b.backend, loaded, dir);
+    for (size_t g = 0; g < saved.params().size(); ++g) {
+      const Tensor& x = saved.params()[g].flat;
+      const Tensor& y = loaded.params()[g].flat;
+      ASSERT_EQ(0, std::memcmp(x.raw(), y.raw(), x.nbytes())) << saved.layouts()[g].name;
+    }
+    SafetensorsIndex index = SafetensorsIndex::open(dir);
+    EXPECT_NE(index.find("model.embed_tokens.weight"), nullptr);
+    EXPECT_NE(index.find("model.layers.1.self_attn.q_norm.weight"), nullptr);
+    EXPECT_NE(index.find("model.layers.0.mlp.down_proj.weight"), nullptr);
+    EXPECT_EQ(index.find("lm_head.weight"), nullptr) << "tied: stored once, as transformers does";
+    EXPECT_TRUE(std::filesystem::exists(dir + "/config.json"));
+    // A different architecture's checkpoint is refused by name.
+    try {
+      check_weights(tiny(false, true, false), dir);
+      FAIL();
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("k_norm.weight: not a parameter"), std::string::npos)
+          << e.what();
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

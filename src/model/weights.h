@@ -1,0 +1,37 @@
+// The model's weights as Hugging Face safetensors: the tensor names and
+// shapes transformers uses, so a file written here opens in PyTorch and a
+// checkpoint from the Hub (single file, folder, or sharded with
+// model.safetensors.index.json) loads here.
+#pragma once
+
+#include <string>
+
+#include "model/transformer.h"
+
+namespace headroom {
+
+// Writes every parameter (in the model's dtype) to `path`, atomically. A tied
+// head is stored once, as model.embed_tokens.weight, as transformers does.
+// Meta models cannot be saved (InternalError): a plan has no values.
+void save_weights(Backend& backend, Transformer& model, const std::string& path);
+
+// Loads every parameter from `path` (file, folder or index.json), converting
+// F32 / BF16 / F16 to the model's dtype. A missing tensor, a shape mismatch,
+// or an unexpected tensor (one the architecture does not have; a tied
+// checkpoint's lm_head.weight is accepted and ignored) is a UsageError naming
+// the file and the tensor. On meta only the checks run.
+void load_weights(Backend& backend, Transformer& model, const std::string& path);
+
+// The checks of load_weights without a model: run before anything is written
+// so a wrong checkpoint costs nothing.
+void check_weights(const ModelConfig& config, const std::string& path);
+
+// A Hugging Face config.json for `config` (architectures, sizes, rope_theta,
+// tie_word_embeddings, torch_dtype), written beside saved weights so the
+// folder loads with transformers' from_pretrained.
+std::string hf_config_json(const ModelConfig& config, DType dtype);
+
+// Writes <dir>/model.safetensors and <dir>/config.json (creating dir).
+void save_checkpoint(Backend& backend, Transformer& model, const std::string& dir);
+
+}  // namespace headroom
