@@ -443,8 +443,9 @@ std::vector<ConfigKey> build_schema() {
              "Which keys each query sees: \"causal\"; \"document\" (causal within each packed "
              "sample); \"sliding_window\" (causal, the last attention.window tokens); "
              "\"dflash_block\" (DFlash draft blocks of attention.block_size)."),
-      integer(HR_FIELD(attention.block_size), 1, kNoMax,
-              "Tile edge of the block-sparse kernel, and the block length of \"dflash_block\"."),
+      integer(HR_FIELD(attention.block_size), 1, 128,
+              "Tile edge of the block-sparse kernel, and the block length of \"dflash_block\". At "
+              "most 128: the cpu kernel keeps its tiles on each thread's stack."),
       integer(HR_FIELD(attention.window), 0, kNoMax,
               "\"sliding_window\": tokens each query attends to, itself included."),
 

@@ -326,7 +326,7 @@ TEST(ConfigErrors, OutOfRange) {
   EXPECT_EQ(error_of("[run]\nsteps = 0\n"),
             "x.toml:2:9: run.steps: expected an integer >= 1, got 0");
   EXPECT_EQ(error_of("[attention]\nblock_size = -64\n"),
-            "x.toml:2:14: attention.block_size: expected an integer >= 1, got -64");
+            "x.toml:2:14: attention.block_size: expected an integer in 1..128, got -64");
   EXPECT_EQ(error_of("[loss]\nchunk_size = -1\n"),
             "x.toml:2:14: loss.chunk_size: expected an integer >= 0, got -1");
   EXPECT_EQ(error_of("[optimizer]\nlr = 0\n"),

@@ -33,3 +33,127 @@ TEST(LrSchedule, NoWarmupAndOneStepRunsAreWellDefined) {
 
 }  // namespace
 }  // namespace headroom
+
+#include <limits>
+#include <random>
+
+#include "model/transformer.h"
+#include "train/trainer.h"
+
+namespace headroom {
+namespace {
+
+ModelConfig small_model() {
+  ModelConfig c;
+  c.name = "test";
+  c.architecture = "Qwen3ForCausalLM";
+  c.vocab_size = 19;
+  c.hidden_size = 8;
+  c.intermediate_size = 12;
+  c.num_layers = 2;
+  c.num_heads = 2;
+  c.num_kv_heads = 1;
+  c.head_dim = 4;
+  c.qk_norm = true;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+std::vector<std::vector<int32_t>> documents(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<int32_t>> docs;
+  for (int64_t len : {7, 12, 3, 9}) {
+    docs.emplace_back(static_cast<size_t>(len));
+    for (auto& t : docs.back())
+      t = static_cast<int32_t>(rng() % 19);
+  }
+  return docs;
+}
+
+struct TrainingSetup {
+  Allocator allocator{make_host_source(), AllocatorOptions{}};
+  std::unique_ptr<Backend> backend = make_cpu_backend(allocator);
+  TransformerOptions options;
+  std::unique_ptr<Transformer> model;
+  std::unique_ptr<AdamW> optimizer;
+  std::unique_ptr<Trainer> trainer;
+  TrainingSetup() {
+    options.attention_block_size = 4;
+    model = std::make_unique<Transformer>(*backend, small_model(), options);
+    model->init_random(2);
+    optimizer = std::make_unique<AdamW>(*backend, model->layouts(), model->params(), AdamWConfig{});
+    TrainerOptions t;
+    t.schedule = LrSchedule{
+        .lr = 1e-2, .min_lr = 0, .warmup_steps = 0, .total_steps = 10, .decay = Decay::kConstant};
+    trainer = std::make_unique<Trainer>(*backend, *model, *optimizer, t);
+  }
+};
+
+// The loss is the mean over every counted token of the step, so splitting
+// the same documents into more micro-batches changes nothing but rounding.
+TEST(Trainer, GradientAccumulationEqualsOneBigBatch) {
+  const auto docs = documents(5);
+  TrainingSetup one, two;
+  Batch all;
+  for (const auto& d : docs)
+    append_document(all, d.data(), static_cast<int64_t>(d.size()));
+  Batch first, second;
+  append_document(first, docs[0].data(), 7);
+  append_document(first, docs[1].data(), 12);
+  append_document(second, docs[2].data(), 3);
+  append_document(second, docs[3].data(), 9);
+  StepRecord a = one.trainer->step(0, {all});
+  StepRecord b = two.trainer->step(0, {first, second});
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_NEAR(a.loss, b.loss, 1e-6 * a.loss);
+  EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-5 * a.grad_norm);
+  EXPECT_EQ(b.micro_batches, 2);
+  for (size_t g = 0; g < one.model->params().size(); ++g) {
+    const Tensor& x = one.model->params()[g].flat;
+    const Tensor& y = two.model->params()[g].flat;
+    for (int64_t i = 0; i < x.numel(); ++i)
+      ASSERT_NEAR(x.data<float>()[i], y.data<float>()[i], 1e-6) << g << " " << i;
+  }
+}
+
+TEST(Trainer, LossFallsOnARepeatedBatch) {
+  TrainingSetup s;
+  Batch all;
+  for (const auto& d : documents(8))
+    append_document(all, d.data(), static_cast<int64_t>(d.size()));
+  const double first = s.trainer->step(0, {all}).loss;
+  double last = first;
+  for (int i = 1; i < 30; ++i)
+    last = s.trainer->step(i, {all}).loss;
+  EXPECT_LT(last, 0.5 * first);
+}
+
+TEST(Trainer, ANonFiniteStepIsSkippedAndLeaksNothing) {
+  TrainingSetup s;
+  Batch all;
+  for (const auto& d : documents(9))
+    append_document(all, d.data(), static_cast<int64_t>(d.size()));
+  s.trainer->step(0, {all});
+  const uint64_t allocated = s.allocator.allocated();
+  // Poison one weight of the last block: loss and gradients become NaN.
+  Tensor& w = s.model->params()[2].flat;
+  const float kept = w.data<float>()[5];
+  w.data<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> before(w.data<float>(), w.data<float>() + w.numel());
+  StepRecord r = s.trainer->step(1, {all});
+  EXPECT_TRUE(r.skipped);
+  EXPECT_EQ(s.trainer->skipped_steps(), 1);
+  EXPECT_EQ(s.allocator.allocated(), allocated) << "nothing of the skipped step stays allocated";
+  for (int64_t i = 0; i < w.numel(); ++i)
+    if (i != 5) {
+      ASSERT_EQ(w.data<float>()[i], before[static_cast<size_t>(i)]) << "not updated";
+    }
+  for (FlatGroup& g : s.model->grads())
+    for (int64_t i = 0; i < g.flat.numel(); ++i)
+      ASSERT_EQ(g.flat.data<float>()[i], 0.0f) << "gradients cleared for the next step";
+  w.data<float>()[5] = kept;
+  EXPECT_FALSE(s.trainer->step(2, {all}).skipped) << "training goes on";
+}
+
+}  // namespace
+}  // namespace headroom

@@ -160,12 +160,12 @@ HR_ATTENTION_INLINE void forward_item(const Problem<T>& p, int64_t h, int64_t i)
   std::fill(acc, acc + row.nq * dim, 0.0f);
 
   const AttentionTilePlan& plan = *p.plan;
-  for (int64_t e = plan.row_begin[i]; e < plan.row_begin[i + 1]; ++e) {
-    const TileRef& ref = plan.rows[e];
-    const TileSpan t = span_of(d, i, ref.other);
+  for (int64_t j = plan.first_key_tile[i]; j <= i; ++j) {
+    const TileKind kind = plan.kind(i, j);
+    const TileSpan t = span_of(d, i, j);
     const T* k = p.k + t.k0 * p.kv_stride + g * dim;
     const T* v = p.v + t.k0 * p.kv_stride + g * dim;
-    visible_columns(t, ref.kind, first, ld, lo, hi);
+    visible_columns(t, kind, first, ld, lo, hi);
     tile_gemm(t.nk, ld, dim, k, p.kv_stride, 1, q_t, ld, s_t, ld, false);
     softmax_update_by_columns(s_t, t.nk, ld, lo, hi, p.scale, max, sum, rescale);
     for (int64_t r = 0; r < t.nq; ++r) {
@@ -220,12 +220,12 @@ HR_ATTENTION_INLINE void backward_dq_item(const Problem<T>& p, int64_t h, int64_
   std::fill(acc, acc + row.nq * dim, 0.0f);
 
   const AttentionTilePlan& plan = *p.plan;
-  for (int64_t e = plan.row_begin[i]; e < plan.row_begin[i + 1]; ++e) {
-    const TileRef& ref = plan.rows[e];
-    const TileSpan t = span_of(d, i, ref.other);
+  for (int64_t j = plan.first_key_tile[i]; j <= i; ++j) {
+    const TileKind kind = plan.kind(i, j);
+    const TileSpan t = span_of(d, i, j);
     const T* k = p.k + t.k0 * p.kv_stride + g * dim;
     const T* v = p.v + t.k0 * p.kv_stride + g * dim;
-    visible_columns(t, ref.kind, first, ld, lo, hi);
+    visible_columns(t, kind, first, ld, lo, hi);
     tile_gemm(t.nk, ld, dim, k, p.kv_stride, 1, q_t, ld, s_t, ld, false);
     tile_gemm(t.nk, ld, dim, v, p.kv_stride, 1, do_t, ld, dp_t, ld, false);
     score_gradients_by_columns(s_t, dp_t, t.nk, ld, lo, hi, p.scale, lse, delta);
@@ -264,21 +264,21 @@ HR_ATTENTION_INLINE void backward_dkv_item(const Problem<T>& p, int64_t g, int64
 
   const AttentionTilePlan& plan = *p.plan;
   for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
-    for (int64_t e = plan.column_begin[j]; e < plan.column_begin[j + 1]; ++e) {
-      const TileRef& ref = plan.columns[e];
-      const TileSpan t = span_of(d, ref.other, j);
+    for (int64_t i = j; i <= plan.last_query_tile[j]; ++i) {
+      const TileKind kind = plan.kind(i, j);
+      const TileSpan t = span_of(d, i, j);
       const T* q = p.q + t.q0 * p.q_stride + h * dim;
       const T* d_out = p.d_out + t.q0 * p.q_stride + h * dim;
       const float* lse = p.lse + h * d.tokens + t.q0;
       const float* delta = p.delta + h * d.tokens + t.q0;
-      if (ref.kind == TileKind::kPartial)
+      if (kind == TileKind::kPartial)
         for (int64_t r = 0; r < t.nq; ++r)
           first[r] = first_visible_key(*p.cu_seqlens, t.q0 + r, d.window);
       tile_gemm(t.nq, width, dim, q, p.q_stride, 1, k_t, width, s, ld, false);
       tile_gemm(t.nq, width, dim, d_out, p.q_stride, 1, v_t, width, dp, ld, false);
       for (int64_t r = 0; r < t.nq; ++r) {
         int64_t lo, hi;
-        visible_columns(t, ref.kind, r, first[r], lo, hi);
+        visible_columns(t, kind, r, first[r], lo, hi);
         probabilities_row(s + r * ld, width, lo, hi, p.scale, lse[r]);
       }
       // dV += P^T dO: A(c, r) = P[r][c].

@@ -1,8 +1,9 @@
-// The small dense pieces cpu flash attention is built from: tile products,
-// a tile transpose, and the masked online-softmax row update. Header-only and
-// always inlined, so each caller compiled for a wider ISA (cpu/attention.cc
-// builds an AVX2+FMA clone of each work item, see there) gets them in that
-// ISA; nothing here allocates, every buffer is the caller's.
+// The small dense pieces cpu flash attention is built from: tile products, a
+// tile transpose, exp, and the masked softmax updates (over eight queries at
+// a time, or along one query's row). Header-only and always inlined, so each
+// caller compiled for a wider ISA (cpu/attention.cc builds an AVX2+FMA clone
+// of each work item, see there) gets them in that ISA; nothing here
+// allocates, every buffer is the caller's.
 //
 // Every result is a fixed function of the inputs: sums run in a fixed order
 // that depends only on the sizes, never on threads or on where a tile sits.
@@ -23,9 +24,9 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-namespace headroom::attention_cpu {
-
 #define HR_ATTENTION_INLINE inline __attribute__((always_inline))
+
+namespace headroom::attention_cpu {
 
 // Eight floats: one AVX register, or two SSE registers on a baseline build.
 // GCC vector extensions keep the accumulators of the tile product in
@@ -163,11 +164,21 @@ HR_ATTENTION_INLINE void transpose_tile(const T* src, int64_t src_stride, int64_
 // the same bits per lane). x is clamped to [-87, 88], the normal range:
 // callers pass x <= ~0 and set masked elements to 0 themselves, never via
 // exp(-inf). NaN stays NaN (the clamps compare false).
-HR_ATTENTION_INLINE float pow2i(float n) {
-  return std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+//
+// n is rounded by adding 1.5 * 2^23 (ulp 1 there): t = shifter + n exactly,
+// and t's bits are the shifter's plus n, so 2^n comes from integer bits
+// without a float -> int conversion (undefined for NaN). Unsigned
+// arithmetic: wrapping is what the two's-complement n needs.
+inline constexpr float kExpShifter = 12582912.0f;
+HR_ATTENTION_INLINE float pow2_of_shifted(float t) {
+  constexpr uint32_t kBias = std::bit_cast<uint32_t>(kExpShifter) - 127u;
+  return std::bit_cast<float>((std::bit_cast<uint32_t>(t) - kBias) << 23);
 }
-HR_ATTENTION_INLINE v8f pow2i(const v8f& n) {
-  v8i bits = (__builtin_convertvector(n, v8i) + 127) << 23;
+HR_ATTENTION_INLINE v8f pow2_of_shifted(const v8f& t) {
+  constexpr uint32_t kBias = std::bit_cast<uint32_t>(kExpShifter) - 127u;
+  v8u32 bits;
+  __builtin_memcpy(&bits, &t, sizeof bits);
+  bits = (bits - kBias) << 23;
   v8f v;
   __builtin_memcpy(&v, &bits, sizeof v);
   return v;
@@ -182,9 +193,8 @@ template <typename V>
 HR_ATTENTION_INLINE V exp_approx(const V& x_in) {
   V x = select_less(x_in, -87.0f, -87.0f);
   x = -select_less(-x, -88.0f, -88.0f);
-  // Round to nearest by the 1.5 * 2^23 trick: exact for |x log2(e)| < 2^22.
-  const float shifter = 12582912.0f;
-  const V n = (x * 1.44269504088896341f + shifter) - shifter;
+  const V t = x * 1.44269504088896341f + kExpShifter;
+  const V n = t - kExpShifter;
   V r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   V p = r * 1.9875691500e-4f + 1.3981999507e-3f;
@@ -193,7 +203,7 @@ HR_ATTENTION_INLINE V exp_approx(const V& x_in) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  return p * pow2i(n);
+  return p * pow2_of_shifted(t);
 }
 
 inline constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();

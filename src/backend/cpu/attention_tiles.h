@@ -11,11 +11,16 @@
 //
 // A tile is
 //   skipped  when no pair in it is visible (another document, entirely above
-//            the causal diagonal, entirely older than the window): never touched;
+//            the causal diagonal, entirely older than the window): never read;
 //   full     when every pair is visible: computed without any masking;
 //   partial  otherwise: each query row keeps only its visible interval.
-// Host-side and backend-agnostic: the cpu kernels iterate it; a device
-// kernel would upload the same lists.
+//
+// first_visible_key never decreases with i, so the keys a query tile sees
+// form one interval [first_visible_key(q0), q1 - 1], and the queries that see
+// a key tile form one interval too: the computed tiles of a row (and of a
+// column) are contiguous, and the plan stores two numbers per tile index,
+// never a list of tiles. Host-side and backend-agnostic: a device kernel
+// would upload the same ranges.
 #pragma once
 
 #include <cstdint>
@@ -25,31 +30,27 @@ namespace headroom {
 
 enum class TileKind : uint8_t { kSkipped, kFull, kPartial };
 
-// One computed tile as seen from its row (query tile) or its column (key tile).
-struct TileRef {
-  int64_t other;  // the key tile (in a row list) or the query tile (in a column list)
-  TileKind kind;  // kFull or kPartial, never kSkipped
-};
-
 struct AttentionTilePlan {
   int64_t tokens = 0, block_size = 0, window = 0;
   int64_t tiles = 0;  // per side: ceil(tokens / block_size)
-  // Tiles of the tiles x tiles grid; skipped + full + partial = tiles^2.
+  // Tiles of the tiles x tiles square; skipped + full + partial = tiles^2.
   int64_t skipped = 0, full = 0, partial = 0;
 
-  // Query tile i computes rows[row_begin[i] .. row_begin[i + 1]): its key
-  // tiles in increasing order (forward, and backward's dq pass).
-  std::vector<int64_t> row_begin;
-  std::vector<TileRef> rows;
-  // Key tile j computes columns[column_begin[j] .. column_begin[j + 1]): its
-  // query tiles in increasing order (backward's dk / dv pass).
-  std::vector<int64_t> column_begin;
-  std::vector<TileRef> columns;
+  // Query tile i computes key tiles first_key_tile[i] .. i (forward, dq).
+  std::vector<int64_t> first_key_tile;
+  // Key tile j is computed by query tiles j .. last_query_tile[j] (dk, dv).
+  std::vector<int64_t> last_query_tile;
+  // The start of the document holding query tile i's last token: whether a
+  // tile below the diagonal is one document (full) or straddles a boundary.
+  std::vector<int64_t> last_row_document_start;
+
+  // O(1); kSkipped outside the ranges above.
+  TileKind kind(int64_t query_tile, int64_t key_tile) const;
 };
 
 // cu_seqlens must already be valid (check_cu_seqlens); block_size >= 1,
-// window >= 0. Cost: O(computed tiles + tiles + log(documents) per tile),
-// never O(tokens^2).
+// window >= 0. Memory O(tiles); time O(computed tiles + tiles * log(documents))
+// (the counts visit every computed tile once), never O(tokens^2).
 AttentionTilePlan attention_tile_plan(const std::vector<int32_t>& cu_seqlens, int64_t tokens,
                                       int64_t block_size, int64_t window);
 
