@@ -1,5 +1,7 @@
 #include "run_experiment.h"
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -78,11 +80,19 @@ void write_atomically(const fs::path& path, const std::string& text) {
   fs::rename(tmp, path);
 }
 
-// The plan's answer to "will it fit?".
-std::string plan_verdict(const Allocator& allocator, uint64_t capacity) {
+// The plan's answer to "will it fit?", with the peak of each phase over
+// every step (the step rows in the trace hold them per step).
+std::string plan_verdict(const Allocator& allocator, uint64_t capacity,
+                         const std::array<uint64_t, kNumPhases>& phase_peaks) {
   const MemoryStats& s = allocator.stats();
   std::string out = "\nplan: peak allocated " + format_bytes_exact(s.peak_allocated) +
                     ", peak reserved " + format_bytes_exact(s.peak_reserved) + "\n";
+  out += "  peak allocated by phase:";
+  for (Phase phase : kAllPhases) {
+    const uint64_t bytes = phase_peaks[static_cast<int>(phase)];
+    if (bytes) out += " " + std::string(name_of(phase)) + " " + format_bytes(bytes) + ",";
+  }
+  out.back() = '\n';
   if (capacity == 0)
     out += "  no memory.device_capacity set: nothing to check the peak against\n";
   else if (s.peak_reserved <= capacity)
@@ -232,6 +242,7 @@ int run_experiment(const RunOptions& options, RunMode mode) {
 
   int exit_code = 0;
   double last_loss = 0;
+  std::array<uint64_t, kNumPhases> phase_peaks{};
   try {
     Transformer model(*backend, model_config, model_options);
     {
@@ -243,6 +254,7 @@ int run_experiment(const RunOptions& options, RunMode mode) {
       save_checkpoint(*backend, model, (checkpoint_dir / "step-0").string());
     AdamW optimizer(*backend, model.layouts(), model.params(), adamw);
     Trainer trainer(*backend, model, optimizer, trainer_options);
+    phase_peaks = allocator.stats().peak_allocated_by_phase;  // init, before step 0 resets it
     const auto run_start = std::chrono::steady_clock::now();
     for (int64_t step = 0; step < config.run.steps; ++step) {
       std::vector<Batch> micro_batches = batcher.next_step();
@@ -256,6 +268,7 @@ int run_experiment(const RunOptions& options, RunMode mode) {
       for (Phase phase : kAllPhases) {
         const int p = static_cast<int>(phase);
         if (allocator.stats().peak_allocated_by_phase[p] == 0) continue;
+        phase_peaks[p] = std::max(phase_peaks[p], allocator.stats().peak_allocated_by_phase[p]);
         peaks.push_back(PhasePeakRecord{step, phase, allocator.stats().peak_allocated_by_phase[p],
                                         allocator.stats().peak_reserved_by_phase[p]});
       }
@@ -296,7 +309,9 @@ int run_experiment(const RunOptions& options, RunMode mode) {
       std::printf("\nfinal loss %.4f nats/token vs source entropy %.4f (gap %.4f)\n", last_loss,
                   entropy, last_loss - entropy);
     std::printf("\n%s", summarize_trace(TraceReader::open(trace_path.string())).c_str());
-    if (planning) std::printf("%s", plan_verdict(allocator, config.memory.device_capacity).c_str());
+    if (planning)
+      std::printf("%s",
+                  plan_verdict(allocator, config.memory.device_capacity, phase_peaks).c_str());
     if (measure_rss) {
       const uint64_t above = peak_resident_bytes() - rss_baseline;
       std::printf(
