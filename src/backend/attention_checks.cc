@@ -1,20 +1,13 @@
 #include "backend/attention_checks.h"
 
 #include <cmath>
-#include <cstdio>
-#include <limits>
 #include <string>
 
 #include "backend/op_checks.h"
-#include "util/error.h"
 
 namespace headroom {
 
 namespace {
-
-[[noreturn]] void fail(std::string_view op, const std::string& message) {
-  throw InternalError(std::string(op) + ": " + message);
-}
 
 std::string str(int64_t value) {
   return std::to_string(value);
@@ -23,25 +16,22 @@ std::string str(int64_t value) {
 // Defined, on this backend, 2-D (q, k, v, lse and their gradients all are).
 void check_matrix(std::string_view op, BackendKind backend, const Tensor& x,
                   std::string_view role) {
-  if (!x.defined()) fail(op, std::string(role) + " is an undefined tensor");
-  if (x.backend() != backend)
-    fail(op, std::string(role) + " " + describe_operand(x) + " lives on " +
-                 std::string(name_of(x.backend())) + ", not on " + std::string(name_of(backend)));
-  if (x.dim() != 2) fail(op, std::string(role) + " " + describe_operand(x) + " must be 2-D");
+  check_operand(op, backend, x, role);
+  if (x.dim() != 2) fail_op(op, describe_operand(role, x) + " must be 2-D");
 }
 
 void check_shape(std::string_view op, const Tensor& x, std::string_view role, int64_t rows,
                  int64_t cols, std::string_view expected) {
   if (x.size(0) != rows || x.size(1) != cols)
-    fail(op, std::string(role) + " " + describe_operand(x) + " must be [" + str(rows) + ", " +
-                 str(cols) + "] (" + std::string(expected) + ")");
+    fail_op(op, describe_operand(role, x) + " must be [" + str(rows) + ", " + str(cols) + "] (" +
+                    std::string(expected) + ")");
 }
 
 void check_dtype(std::string_view op, const Tensor& x, std::string_view role, DType dtype,
                  std::string_view why) {
   if (x.dtype() != dtype)
-    fail(op, std::string(role) + " " + describe_operand(x) + " must be " +
-                 std::string(name_of(dtype)) + " (" + std::string(why) + ")");
+    fail_op(op, describe_operand(role, x) + " must be " + std::string(name_of(dtype)) + " (" +
+                    std::string(why) + ")");
 }
 
 // Outputs are written while inputs are still read, tile by tile, by many
@@ -51,34 +41,22 @@ struct Operand {
   std::string_view role;
 };
 void check_disjoint(std::string_view op, const Operand& x, const Operand& y) {
-  auto begin_x = reinterpret_cast<uintptr_t>(x.tensor->raw());
-  auto begin_y = reinterpret_cast<uintptr_t>(y.tensor->raw());
-  uint64_t bytes_x = x.tensor->nbytes(), bytes_y = y.tensor->nbytes();
-  if (bytes_x == 0 || bytes_y == 0) return;
-  if (begin_x < begin_y + bytes_y && begin_y < begin_x + bytes_x)
-    fail(op, std::string(x.role) + " " + describe_operand(*x.tensor) + " overlaps " +
-                 std::string(y.role) + " " + describe_operand(*y.tensor));
-}
-
-std::string float_string(float value) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.9g", static_cast<double>(value));
-  return buffer;
+  headroom::check_disjoint(op, *x.tensor, x.role, *y.tensor, y.role);
 }
 
 void check_params(std::string_view op, const AttentionParams& p) {
   std::string values = " (heads " + str(p.heads) + ", kv_heads " + str(p.kv_heads) + ", head_dim " +
                        str(p.head_dim) + ", block_size " + str(p.block_size) + ", window " +
-                       str(p.window) + ", scale " + float_string(p.scale) + ")";
+                       str(p.window) + ", scale " + value_string(p.scale) + ")";
   if (p.heads < 1 || p.kv_heads < 1 || p.heads % p.kv_heads != 0)
-    fail(op, "heads must be a positive multiple of kv_heads" + values);
+    fail_op(op, "heads must be a positive multiple of kv_heads" + values);
   if (p.head_dim < 1 || p.head_dim > kMaxAttentionHeadDim)
-    fail(op, "head_dim must be in [1, " + str(kMaxAttentionHeadDim) + "]" + values);
+    fail_op(op, "head_dim must be in [1, " + str(kMaxAttentionHeadDim) + "]" + values);
   if (p.block_size < 1 || p.block_size > kMaxAttentionBlockSize)
-    fail(op, "block_size must be in [1, " + str(kMaxAttentionBlockSize) + "]" + values);
-  if (p.window < 0) fail(op, "window must be >= 0 (0: no window)" + values);
+    fail_op(op, "block_size must be in [1, " + str(kMaxAttentionBlockSize) + "]" + values);
+  if (p.window < 0) fail_op(op, "window must be >= 0 (0: no window)" + values);
   if (!(std::isfinite(p.scale) && p.scale > 0))
-    fail(op, "scale must be finite and > 0 (usually 1 / sqrt(head_dim))" + values);
+    fail_op(op, "scale must be finite and > 0 (usually 1 / sqrt(head_dim))" + values);
 }
 
 // The rules forward and backward share: q, k, v, out, lse as forward sees them.
@@ -91,7 +69,7 @@ AttentionDims check_common(std::string_view op, BackendKind backend, const Tenso
   check_matrix(op, backend, out, "out");
   check_matrix(op, backend, lse, "lse");
   check_params(op, params);
-  if (!is_floating(q.dtype())) fail(op, "q " + describe_operand(q) + " must be fp32 or bf16");
+  check_floating(op, q, "q");
   check_dtype(op, k, "k", q.dtype(), "q's dtype");
   check_dtype(op, v, "v", q.dtype(), "q's dtype");
   check_dtype(op, out, "out", q.dtype(), "q's dtype");
@@ -126,16 +104,16 @@ void check_cu_seqlens(std::string_view op, const std::vector<int32_t>& cu, int64
       s += (i ? ", " : "") + std::to_string(cu[i]);
     return s + (cu.size() > 8 ? ", ...]" : "]");
   };
-  if (cu.size() < 2) fail(op, listing() + " needs at least 2 entries (one document)");
-  if (cu.front() != 0) fail(op, listing() + ": cu_seqlens[0] = " + str(cu.front()) + ", not 0");
+  if (cu.size() < 2) fail_op(op, listing() + " needs at least 2 entries (one document)");
+  if (cu.front() != 0) fail_op(op, listing() + ": cu_seqlens[0] = " + str(cu.front()) + ", not 0");
   for (size_t i = 1; i < cu.size(); ++i)
     if (cu[i] < cu[i - 1])
-      fail(op, listing() + ": cu_seqlens[" + str(static_cast<int64_t>(i)) + "] = " + str(cu[i]) +
-                   " < cu_seqlens[" + str(static_cast<int64_t>(i - 1)) + "] = " + str(cu[i - 1]) +
-                   ": offsets must not decrease");
+      fail_op(op, listing() + ": cu_seqlens[" + str(static_cast<int64_t>(i)) + "] = " + str(cu[i]) +
+                      " < cu_seqlens[" + str(static_cast<int64_t>(i - 1)) +
+                      "] = " + str(cu[i - 1]) + ": offsets must not decrease");
   if (cu.back() != tokens)
-    fail(op, listing() + ": cu_seqlens[" + str(static_cast<int64_t>(cu.size() - 1)) +
-                 "] = " + str(cu.back()) + " must equal the token count T = " + str(tokens));
+    fail_op(op, listing() + ": cu_seqlens[" + str(static_cast<int64_t>(cu.size() - 1)) +
+                    "] = " + str(cu.back()) + " must equal the token count T = " + str(tokens));
 }
 
 AttentionDims check_attention_forward(BackendKind backend, const Tensor& q, const Tensor& k,

@@ -6,60 +6,16 @@
 #include <string>
 
 #include "backend/op_checks.h"
-#include "util/error.h"
 
 namespace headroom {
 
 namespace {
 
-[[noreturn]] void fail(std::string_view op, const std::string& message) {
-  throw InternalError(std::string(op) + ": " + message);
-}
-
-std::string operand(std::string_view role, const Tensor& x) {
-  return std::string(role) + " " + describe_operand(x);
-}
-
-// Defined, and on the backend asked to touch it (a cpu op handed a meta
-// tensor would dereference a virtual address).
-void check_operand(std::string_view op, BackendKind backend, const Tensor& x,
-                   std::string_view role) {
-  if (!x.defined()) fail(op, std::string(role) + " is an undefined tensor");
-  if (x.backend() != backend)
-    fail(op, operand(role, x) + " lives on " + std::string(name_of(x.backend())) + ", not on " +
-                 std::string(name_of(backend)));
-}
-
-void check_rank(std::string_view op, const Tensor& x, std::string_view role, int64_t rank,
-                std::string_view layout) {
-  if (x.dim() != rank)
-    fail(op, operand(role, x) + " must be " + std::to_string(rank) + "-D " + std::string(layout));
-}
-
-void check_dtype(std::string_view op, const Tensor& x, std::string_view role, DType dtype) {
-  if (x.dtype() != dtype) fail(op, operand(role, x) + " must be " + std::string(name_of(dtype)));
-}
-
-void check_floating(std::string_view op, const Tensor& x, std::string_view role) {
-  if (!is_floating(x.dtype())) fail(op, operand(role, x) + " must be fp32 or bf16");
-}
-
 void check_rows(std::string_view op, const Tensor& x, std::string_view x_role, int64_t rows,
                 const Tensor& reference, std::string_view reference_role) {
   if (x.size(0) != rows)
-    fail(op, operand(x_role, x) + " must have " + std::to_string(rows) + " rows, as " +
-                 operand(reference_role, reference) + " has");
-}
-
-// Outputs are written while inputs are read: any shared byte would make the
-// result depend on the loop order. Checked on addresses, so meta agrees.
-void check_disjoint(std::string_view op, const Tensor& x, std::string_view x_role, const Tensor& y,
-                    std::string_view y_role) {
-  auto begin_x = reinterpret_cast<uintptr_t>(x.raw());
-  auto begin_y = reinterpret_cast<uintptr_t>(y.raw());
-  if (x.nbytes() == 0 || y.nbytes() == 0) return;
-  if (begin_x < begin_y + y.nbytes() && begin_y < begin_x + x.nbytes())
-    fail(op, operand(x_role, x) + " overlaps " + operand(y_role, y));
+    fail_op(op, describe_operand(x_role, x) + " must have " + std::to_string(rows) + " rows, as " +
+                    describe_operand(reference_role, reference) + " has");
 }
 
 // The part both ops share: logits (N, V), targets (N) int32, lse (N) fp32.
@@ -71,7 +27,8 @@ void check_rows_and_targets(std::string_view op, BackendKind backend, const Tens
   check_rank(op, logits, "logits", 2, "(N, V)");
   check_floating(op, logits, "logits");
   // An empty vocabulary has no softmax; every target would be out of range.
-  if (logits.size(1) == 0) fail(op, operand("logits", logits) + " has no vocabulary columns");
+  if (logits.size(1) == 0)
+    fail_op(op, describe_operand("logits", logits) + " has no vocabulary columns");
   check_rank(op, targets, "targets", 1, "(N)");
   check_dtype(op, targets, "targets", DType::kI32);
   check_rank(op, lse, "lse", 1, "(N)");
@@ -83,7 +40,7 @@ void check_rows_and_targets(std::string_view op, BackendKind backend, const Tens
 void check_loss_sum(std::string_view op, BackendKind backend, const Tensor& loss_sum) {
   check_operand(op, backend, loss_sum, "loss_sum");
   if (loss_sum.dim() != 1 || loss_sum.size(0) != 1 || loss_sum.dtype() != DType::kF32)
-    fail(op, operand("loss_sum", loss_sum) + " must be fp32 [1]");
+    fail_op(op, describe_operand("loss_sum", loss_sum) + " must be fp32 [1]");
 }
 
 // 1 / counted tokens with nothing counted is inf; it would turn every
@@ -92,8 +49,8 @@ void check_scale(std::string_view op, float scale, const Tensor& output) {
   if (std::isfinite(scale)) return;
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%g", static_cast<double>(scale));
-  fail(op,
-       std::string("scale ") + buffer + " is not finite (for " + describe_operand(output) + ")");
+  fail_op(op,
+          std::string("scale ") + buffer + " is not finite (for " + describe_operand(output) + ")");
 }
 
 void check_linear_operands(std::string_view op, BackendKind backend, const Tensor& hidden,
@@ -106,20 +63,23 @@ void check_linear_operands(std::string_view op, BackendKind backend, const Tenso
   check_rank(op, weight, "weight", 2, "(V, C)");
   check_floating(op, hidden, "hidden");
   if (weight.dtype() != hidden.dtype())
-    fail(op, "dtype mismatch: " + operand("hidden", hidden) + " vs " + operand("weight", weight));
+    fail_op(op, "dtype mismatch: " + describe_operand("hidden", hidden) + " vs " +
+                    describe_operand("weight", weight));
   if (weight.size(1) != hidden.size(1))
-    fail(op, "hidden size differs: " + operand("hidden", hidden) +
-                 " has C = " + std::to_string(hidden.size(1)) + ", " + operand("weight", weight) +
-                 " has C = " + std::to_string(weight.size(1)));
-  if (weight.size(0) == 0) fail(op, operand("weight", weight) + " has no vocabulary rows");
+    fail_op(op, "hidden size differs: " + describe_operand("hidden", hidden) + " has C = " +
+                    std::to_string(hidden.size(1)) + ", " + describe_operand("weight", weight) +
+                    " has C = " + std::to_string(weight.size(1)));
+  if (weight.size(0) == 0)
+    fail_op(op, describe_operand("weight", weight) + " has no vocabulary rows");
   check_rank(op, targets, "targets", 1, "(T)");
   check_dtype(op, targets, "targets", DType::kI32);
   check_rows(op, targets, "targets", hidden.size(0), hidden, "hidden");
   if (options.chunk_size < 0)
-    fail(op, "chunk_size " + std::to_string(options.chunk_size) + " is negative (0 = one chunk)");
+    fail_op(op,
+            "chunk_size " + std::to_string(options.chunk_size) + " is negative (0 = one chunk)");
   if (options.logits_dtype != DType::kF32 && options.logits_dtype != hidden.dtype())
-    fail(op, "logits dtype " + std::string(name_of(options.logits_dtype)) +
-                 " must be fp32 or the dtype of " + operand("hidden", hidden));
+    fail_op(op, "logits dtype " + std::string(name_of(options.logits_dtype)) +
+                    " must be fp32 or the dtype of " + describe_operand("hidden", hidden));
 }
 
 }  // namespace
@@ -167,17 +127,17 @@ void check_linear_cross_entropy_backward(BackendKind backend, const Tensor& hidd
   check_operand(op, backend, d_hidden, "d_hidden");
   check_operand(op, backend, d_weight, "d_weight");
   if (d_hidden.shape() != hidden.shape())
-    fail(op,
-         "shape mismatch: " + operand("d_hidden", d_hidden) + " vs " + operand("hidden", hidden));
+    fail_op(op, "shape mismatch: " + describe_operand("d_hidden", d_hidden) + " vs " +
+                    describe_operand("hidden", hidden));
   if (d_weight.shape() != weight.shape())
-    fail(op,
-         "shape mismatch: " + operand("d_weight", d_weight) + " vs " + operand("weight", weight));
+    fail_op(op, "shape mismatch: " + describe_operand("d_weight", d_weight) + " vs " +
+                    describe_operand("weight", weight));
   if (d_hidden.dtype() != hidden.dtype() && d_hidden.dtype() != DType::kF32)
-    fail(op, operand("d_hidden", d_hidden) + " must be fp32 or the dtype of " +
-                 operand("hidden", hidden));
+    fail_op(op, describe_operand("d_hidden", d_hidden) + " must be fp32 or the dtype of " +
+                    describe_operand("hidden", hidden));
   if (d_weight.dtype() != weight.dtype() && d_weight.dtype() != DType::kF32)
-    fail(op, operand("d_weight", d_weight) + " must be fp32 or the dtype of " +
-                 operand("weight", weight));
+    fail_op(op, describe_operand("d_weight", d_weight) + " must be fp32 or the dtype of " +
+                    describe_operand("weight", weight));
   check_disjoint(op, d_hidden, "d_hidden", hidden, "hidden");
   check_disjoint(op, d_hidden, "d_hidden", weight, "weight");
   check_disjoint(op, d_weight, "d_weight", hidden, "hidden");
@@ -189,16 +149,17 @@ void check_linear_cross_entropy_backward(BackendKind backend, const Tensor& hidd
   int64_t vocab = weight.size(0);
   check_operand(op, backend, saved.lse, "saved lse");
   if (saved.lse.shape() != Shape{tokens} || saved.lse.dtype() != DType::kF32)
-    fail(op, operand("saved lse", saved.lse) + " is not fp32 [" + std::to_string(tokens) +
-                 "] for " + operand("hidden", hidden) + " (was forward run on these tokens?)");
+    fail_op(op, describe_operand("saved lse", saved.lse) + " is not fp32 [" +
+                    std::to_string(tokens) + "] for " + describe_operand("hidden", hidden) +
+                    " (was forward run on these tokens?)");
   int64_t chunks = linear_cross_entropy_num_chunks(tokens, options.chunk_size);
   int64_t expected = options.save_softmax ? chunks : 0;
   if (static_cast<int64_t>(saved.chunks.size()) != expected)
-    fail(op, "saved holds " + std::to_string(saved.chunks.size()) + " logits chunks, mode " +
-                 (options.save_softmax ? "save" : "recompute") + " with chunk_size " +
-                 std::to_string(options.chunk_size) + " over " + std::to_string(tokens) +
-                 " tokens expects " + std::to_string(expected) +
-                 " (forward and backward must use the same options; backward runs once)");
+    fail_op(op, "saved holds " + std::to_string(saved.chunks.size()) + " logits chunks, mode " +
+                    (options.save_softmax ? "save" : "recompute") + " with chunk_size " +
+                    std::to_string(options.chunk_size) + " over " + std::to_string(tokens) +
+                    " tokens expects " + std::to_string(expected) +
+                    " (forward and backward must use the same options; backward runs once)");
   int64_t rows = linear_cross_entropy_chunk_rows(tokens, options.chunk_size);
   for (int64_t i = 0; i < expected; ++i) {
     const Tensor& chunk = saved.chunks[static_cast<size_t>(i)];
@@ -206,8 +167,8 @@ void check_linear_cross_entropy_backward(BackendKind backend, const Tensor& hidd
     check_operand(op, backend, chunk, role);
     Shape shape = {std::min(rows, tokens - i * rows), vocab};
     if (chunk.shape() != shape || chunk.dtype() != options.logits_dtype)
-      fail(op, operand(role, chunk) + " is not " + std::string(name_of(options.logits_dtype)) +
-                   " " + shape_to_string(shape));
+      fail_op(op, describe_operand(role, chunk) + " is not " +
+                      std::string(name_of(options.logits_dtype)) + " " + shape_to_string(shape));
   }
 }
 

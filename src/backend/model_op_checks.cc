@@ -1,104 +1,27 @@
 #include "backend/model_op_checks.h"
 
 #include <cmath>
-#include <cstdio>
 #include <utility>
 #include <vector>
 
 #include "backend/op_checks.h"
-#include "util/error.h"
 
 namespace headroom {
 
 namespace {
 
-// The helpers below mirror op_checks.cc's (file-local there): the messages
-// must read the same for every op.
-
-[[noreturn]] void fail(std::string_view op, const std::string& message) {
-  throw InternalError(std::string(op) + ": " + message);
-}
-
-std::string role_of(std::string_view role, const Tensor& x) {
-  return std::string(role) + " " + describe_operand(x);
-}
-
-// Defined, and on the backend that was asked to touch it (a cpu op handed a
-// meta tensor would dereference a virtual address).
-void check_operand(std::string_view op, BackendKind backend, const Tensor& x,
-                   std::string_view role) {
-  if (!x.defined()) fail(op, std::string(role) + " is an undefined tensor");
-  if (x.backend() != backend)
-    fail(op, role_of(role, x) + " lives on " + std::string(name_of(x.backend())) + ", not on " +
-                 std::string(name_of(backend)));
-}
-
-void check_floating(std::string_view op, const Tensor& x, std::string_view role) {
-  if (!is_floating(x.dtype())) fail(op, role_of(role, x) + " must be fp32 or bf16");
-}
-
-void check_dtype(std::string_view op, const Tensor& x, std::string_view role, DType dtype) {
-  if (x.dtype() != dtype) fail(op, role_of(role, x) + " must be " + std::string(name_of(dtype)));
-}
-
-void check_rank(std::string_view op, const Tensor& x, std::string_view role, int64_t rank,
-                std::string_view layout) {
-  if (x.dim() != rank)
-    fail(op, role_of(role, x) + " must be " + std::to_string(rank) + "-D " + std::string(layout));
-}
-
-void check_same_shape(std::string_view op, const Tensor& x, std::string_view x_role,
-                      const Tensor& y, std::string_view y_role) {
-  if (x.shape() != y.shape())
-    fail(op, "shape mismatch: " + role_of(x_role, x) + " vs " + role_of(y_role, y));
-}
-
-void check_same_dtype(std::string_view op, const Tensor& x, std::string_view x_role,
-                      const Tensor& y, std::string_view y_role) {
-  if (x.dtype() != y.dtype())
-    fail(op, "dtype mismatch: " + role_of(x_role, x) + " vs " + role_of(y_role, y));
-}
-
 // x's size along `dim` must equal `expected`, which is `source`'s size.
 void check_size(std::string_view op, const Tensor& x, std::string_view x_role, int64_t dim,
                 int64_t expected, const Tensor& source, std::string_view source_role) {
   if (x.size(dim) != expected)
-    fail(op, "shape mismatch: " + role_of(x_role, x) + " vs " + role_of(source_role, source));
-}
-
-bool overlaps(const Tensor& x, const Tensor& y) {
-  if (x.nbytes() == 0 || y.nbytes() == 0) return false;
-  auto begin_x = reinterpret_cast<uintptr_t>(x.raw());
-  auto begin_y = reinterpret_cast<uintptr_t>(y.raw());
-  return begin_x < begin_y + y.nbytes() && begin_y < begin_x + x.nbytes();
-}
-
-// Works on meta too: virtual addresses overlap exactly when real ones would.
-void check_disjoint(std::string_view op, const Tensor& x, std::string_view x_role, const Tensor& y,
-                    std::string_view y_role) {
-  if (overlaps(x, y)) fail(op, role_of(x_role, x) + " overlaps " + role_of(y_role, y));
-}
-
-// Exact aliasing is safe for a loop that reads element i before writing it in
-// the same iteration; partial overlap would make the result depend on the
-// schedule.
-void check_identical_or_disjoint(std::string_view op, const Tensor& x, std::string_view x_role,
-                                 const Tensor& y, std::string_view y_role) {
-  bool identical = x.raw() == y.raw() && x.nbytes() == y.nbytes();
-  if (overlaps(x, y) && !identical)
-    fail(op, role_of(x_role, x) + " partially overlaps " + role_of(y_role, y));
-}
-
-std::string value_string(double value) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.9g", value);
-  return buffer;
+    fail_op(op, "shape mismatch: " + describe_operand(x_role, x) + " vs " +
+                    describe_operand(source_role, source));
 }
 
 void check_host_pointer(std::string_view op, const void* pointer, std::string_view role,
                         const Tensor& x, std::string_view x_role) {
   if (pointer == nullptr && x.nbytes() > 0)
-    fail(op, std::string(role) + " is null for " + role_of(x_role, x));
+    fail_op(op, std::string(role) + " is null for " + describe_operand(x_role, x));
 }
 
 }  // namespace
@@ -124,7 +47,7 @@ void check_sum_squares(BackendKind backend, const Tensor& x, const Tensor& out) 
   check_operand(op, backend, out, "out");
   check_floating(op, x, "x");
   check_dtype(op, out, "out", DType::kF32);
-  if (out.shape() != Shape{1}) fail(op, role_of("out", out) + " must be [1]");
+  if (out.shape() != Shape{1}) fail_op(op, describe_operand("out", out) + " must be [1]");
   check_disjoint(op, out, "out", x, "x");
 }
 
@@ -185,10 +108,11 @@ void check_rmsnorm_forward(BackendKind backend, const Tensor& x, const Tensor& w
   check_same_dtype(op, x, "x", y, "y");
   check_dtype(op, rstd, "rstd", DType::kF32);
   if (rstd.shape() != Shape{x.size(0)})
-    fail(op, "shape mismatch: " + role_of("rstd", rstd) + " vs " + role_of("x", x));
+    fail_op(op, "shape mismatch: " + describe_operand("rstd", rstd) + " vs " +
+                    describe_operand("x", x));
   if (!(std::isfinite(eps) && eps >= 0))
-    fail(op,
-         "eps " + value_string(eps) + " must be finite and >= 0 (x " + describe_operand(x) + ")");
+    fail_op(op, "eps " + value_string(eps) + " must be finite and >= 0 (x " + describe_operand(x) +
+                    ")");
   check_disjoint(op, y, "y", x, "x");
   check_disjoint(op, y, "y", w, "w");
   check_disjoint(op, rstd, "rstd", x, "x");
@@ -218,7 +142,8 @@ void check_rmsnorm_backward(BackendKind backend, const Tensor& dy, const Tensor&
   check_same_dtype(op, dw, "dw", w, "w");
   check_dtype(op, rstd, "rstd", DType::kF32);
   if (rstd.shape() != Shape{x.size(0)})
-    fail(op, "shape mismatch: " + role_of("rstd", rstd) + " vs " + role_of("x", x));
+    fail_op(op, "shape mismatch: " + describe_operand("rstd", rstd) + " vs " +
+                    describe_operand("x", x));
   // dw is accumulated over rows while dx is written row by row: neither may
   // touch what the other, or an input, still has to read.
   for (const auto& [input, role] : {std::pair<const Tensor*, std::string_view>{&dy, "dy"},
@@ -241,11 +166,11 @@ void check_rope(std::string_view op, BackendKind backend, const Tensor& x, const
   check_dtype(op, positions, "positions", DType::kI32);
   check_size(op, positions, "positions", 0, x.size(0), x, "x");
   if (head_dim <= 0 || head_dim % 2 != 0 || x.size(1) % head_dim != 0)
-    fail(op, "head_dim " + std::to_string(head_dim) +
-                 " must be even, > 0 and divide the width of " + role_of("x", x));
+    fail_op(op, "head_dim " + std::to_string(head_dim) +
+                    " must be even, > 0 and divide the width of " + describe_operand("x", x));
   if (!(std::isfinite(theta) && theta > 0))
-    fail(op, "theta " + value_string(theta) + " must be finite and > 0 (x " + describe_operand(x) +
-                 ")");
+    fail_op(op, "theta " + value_string(theta) + " must be finite and > 0 (x " +
+                    describe_operand(x) + ")");
   check_disjoint(op, x, "x", positions, "positions");
 }
 
@@ -337,15 +262,16 @@ void check_adamw_update(BackendKind backend, const Tensor& param, const Tensor& 
     // The update is made in fp32 and rounded into param once; a bf16 param
     // updated in place would lose every step smaller than half its ulp.
     if (!master.defined())
-      fail(op, role_of("param", param) + " is bf16 but master is undefined (needs fp32 " +
-                   shape_to_string(param.shape()) + ")");
+      fail_op(op, describe_operand("param", param) +
+                      " is bf16 but master is undefined (needs fp32 " +
+                      shape_to_string(param.shape()) + ")");
     check_operand(op, backend, master, "master");
     check_same_shape(op, master, "master", param, "param");
     check_dtype(op, master, "master", DType::kF32);
     operands.emplace_back(&master, "master");
   } else if (master.defined()) {
-    fail(op, role_of("param", param) + " is fp32 and is its own master, but master " +
-                 describe_operand(master) + " was given");
+    fail_op(op, describe_operand("param", param) + " is fp32 and is its own master, but master " +
+                    describe_operand(master) + " was given");
   }
   for (size_t i = 0; i < operands.size(); ++i)
     for (size_t j = i + 1; j < operands.size(); ++j)
@@ -354,8 +280,8 @@ void check_adamw_update(BackendKind backend, const Tensor& param, const Tensor& 
 
   auto hyper = [&](std::string_view name, double value, bool ok, std::string_view rule) {
     if (!ok)
-      fail(op, std::string(name) + " " + value_string(value) + " must be " + std::string(rule) +
-                   " (param " + describe_operand(param) + ")");
+      fail_op(op, std::string(name) + " " + value_string(value) + " must be " + std::string(rule) +
+                      " (param " + describe_operand(param) + ")");
   };
   auto finite_at_least_zero = [](float x) { return std::isfinite(x) && x >= 0; };
   auto in_unit_interval = [](float x) { return x >= 0 && x < 1; };  // false for NaN
@@ -367,8 +293,8 @@ void check_adamw_update(BackendKind backend, const Tensor& param, const Tensor& 
         "finite and >= 0");
   hyper("grad_scale", params.grad_scale, std::isfinite(params.grad_scale), "finite");
   if (params.step < 1)
-    fail(op, "step " + std::to_string(params.step) + " must be >= 1 (param " +
-                 describe_operand(param) + ")");
+    fail_op(op, "step " + std::to_string(params.step) + " must be >= 1 (param " +
+                    describe_operand(param) + ")");
 }
 
 }  // namespace headroom

@@ -500,8 +500,11 @@ TEST_F(BrokenFile, HeaderLengthPastTheEnd) {
                               std::to_string(8 + header.size() + 1) +
                               " bytes): truncated, or not a safetensors file");
   // Not a safetensors file at all: the "length" is 8 bytes of text.
-  write_file(path, std::string("PK\x03\x04 this is a zip file, not weights", 39));
-  EXPECT_NE(open_error().find("runs past the end of the file (39 bytes)"), std::string::npos)
+  const std::string zip = "PK\x03\x04 this is a zip file, not weights";
+  write_file(path, zip);
+  EXPECT_NE(
+      open_error().find("runs past the end of the file (" + std::to_string(zip.size()) + " bytes)"),
+      std::string::npos)
       << open_error();
 }
 

@@ -30,9 +30,9 @@
 #include <random>
 
 #include "backend/attention_checks.h"
-#include "backend/backend_test_util.h"
 #include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/attention_tiles.h"
+#include "ops/op_test_util.h"
 
 // exp_approx is instantiated here with the kernels' 32-byte vector type, at
 // the end of this file: see attention_kernels.h on -Wpsabi.
@@ -280,8 +280,8 @@ double max_abs(const std::vector<double>& x) {
 }
 
 // Every element within atol + rel * |ref|; reports the worst one.
-void expect_close(const std::vector<double>& got, const std::vector<double>& ref, double atol,
-                  double rel, const std::string& what) {
+void expect_worst_within(const std::vector<double>& got, const std::vector<double>& ref,
+                         double atol, double rel, const std::string& what) {
   ASSERT_EQ(got.size(), ref.size()) << what;
   size_t worst = 0;
   double worst_excess = -std::numeric_limits<double>::infinity();
@@ -423,8 +423,8 @@ TEST(AttentionForward, MatchesFloat64ReferenceFp32) {
     SCOPED_TRACE(l.describe());
     KernelRun run = run_cpu(l, DType::kF32, false, seed++);
     Forward ref = reference_forward(l, run.in);
-    expect_close(run.out, ref.out, kF32Tol, 0, "out");
-    expect_close(run.lse, ref.lse, kF32Tol, 0, "lse");
+    expect_worst_within(run.out, ref.out, kF32Tol, 0, "out");
+    expect_worst_within(run.lse, ref.lse, kF32Tol, 0, "lse");
   }
 }
 
@@ -434,8 +434,8 @@ TEST(AttentionForward, MatchesFloat64ReferenceBf16) {
     SCOPED_TRACE(l.describe());
     KernelRun run = run_cpu(l, DType::kBF16, false, seed++);
     Forward ref = reference_forward(l, run.in);
-    expect_close(run.out, ref.out, kF32Tol, kBf16Rel, "out");
-    expect_close(run.lse, ref.lse, kF32Tol, 0, "lse");  // lse stays fp32
+    expect_worst_within(run.out, ref.out, kF32Tol, kBf16Rel, "out");
+    expect_worst_within(run.lse, ref.lse, kF32Tol, 0, "lse");  // lse stays fp32
   }
 }
 
@@ -518,9 +518,9 @@ TEST(AttentionBackward, MatchesAnalyticFloat64Fp32) {
     KernelRun run = run_cpu(l, DType::kF32, true, seed++);
     Inputs ref = reference_backward(l, run.in, reference_forward(l, run.in).out, run.d_out);
     const double tol = kF32Tol * grad_scale(ref);
-    expect_close(run.grad.q, ref.q, tol, 0, "dq");
-    expect_close(run.grad.k, ref.k, tol, 0, "dk");
-    expect_close(run.grad.v, ref.v, tol, 0, "dv");
+    expect_worst_within(run.grad.q, ref.q, tol, 0, "dq");
+    expect_worst_within(run.grad.k, ref.k, tol, 0, "dk");
+    expect_worst_within(run.grad.v, ref.v, tol, 0, "dv");
   }
 }
 
@@ -533,9 +533,9 @@ TEST(AttentionBackward, MatchesAnalyticFloat64Bf16) {
     KernelRun run = run_cpu(l, DType::kBF16, true, seed++);
     Inputs ref = reference_backward(l, run.in, run.out, run.d_out);
     const double tol = kF32Tol * grad_scale(ref);
-    expect_close(run.grad.q, ref.q, tol, kBf16Rel, "dq");
-    expect_close(run.grad.k, ref.k, tol, kBf16Rel, "dk");
-    expect_close(run.grad.v, ref.v, tol, kBf16Rel, "dv");
+    expect_worst_within(run.grad.q, ref.q, tol, kBf16Rel, "dq");
+    expect_worst_within(run.grad.k, ref.k, tol, kBf16Rel, "dk");
+    expect_worst_within(run.grad.v, ref.v, tol, kBf16Rel, "dv");
   }
 }
 
@@ -591,13 +591,13 @@ TEST(Attention, LargestBlockAndHeadDim) {
     KernelRun run = run_cpu(l, dtype, true, 600);
     Forward ref = reference_forward(l, run.in);
     const double rel = dtype == DType::kBF16 ? kBf16Rel : 0.0;
-    expect_close(run.out, ref.out, kF32Tol, rel, "out");
-    expect_close(run.lse, ref.lse, kF32Tol, 0, "lse");
+    expect_worst_within(run.out, ref.out, kF32Tol, rel, "out");
+    expect_worst_within(run.lse, ref.lse, kF32Tol, 0, "lse");
     Inputs grad = reference_backward(l, run.in, run.out, run.d_out);
     const double tol = kF32Tol * grad_scale(grad);
-    expect_close(run.grad.q, grad.q, tol, rel, "dq");
-    expect_close(run.grad.k, grad.k, tol, rel, "dk");
-    expect_close(run.grad.v, grad.v, tol, rel, "dv");
+    expect_worst_within(run.grad.q, grad.q, tol, rel, "dq");
+    expect_worst_within(run.grad.k, grad.k, tol, rel, "dk");
+    expect_worst_within(run.grad.v, grad.v, tol, rel, "dv");
   }
 }
 
@@ -627,21 +627,6 @@ TEST(Attention, SameBitsOnOneThreadAndMany) {
           << name_of(dtype) << " window " << window;
     }
   }
-}
-
-using Scenario = std::function<void(Backend&)>;
-
-std::vector<EventRecord> record(BackendKind kind, const Scenario& scenario) {
-  BackendUnderTest under_test(kind);
-  EventRecorder recorder(under_test.allocator);
-  scenario(*under_test.backend);
-  return recorder.events();
-}
-
-Tensor input(Backend& be, const Shape& shape, DType dtype, std::string_view tag, uint64_t seed) {
-  Tensor t = be.empty(shape, dtype, Category::kActivation, tag);
-  be.fill_uniform(t, seed, -1.0f, 1.0f);
-  return t;
 }
 
 // forward then backward, as a block does, at sizes whose tensors land in
@@ -677,13 +662,7 @@ TEST(AttentionMetaParity, SameAllocatorEventsAsCpu) {
       cu.push_back(t);
     forward_backward(be, 40000, 8, 8, 1, DType::kBF16, cu);
   };
-  std::vector<EventRecord> cpu = record(BackendKind::kCpu, scenario);
-  std::vector<EventRecord> meta = record(BackendKind::kMeta, scenario);
-  ASSERT_FALSE(cpu.empty());
-  for (size_t i = 0; i < std::min(cpu.size(), meta.size()); ++i)
-    ASSERT_EQ(cpu[i], meta[i]) << "event " << i << ": cpu " << to_string(cpu[i]) << ", meta "
-                               << to_string(meta[i]);
-  ASSERT_EQ(cpu.size(), meta.size());
+  expect_same_events(scenario);
 }
 
 // Forward allocates nothing; backward holds attention.delta (H, T) fp32 as

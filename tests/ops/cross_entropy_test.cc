@@ -13,13 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace headroom::backend_test {
 namespace {
-
-constexpr BackendKind kCpu = BackendKind::kCpu;
-constexpr BackendKind kMeta = BackendKind::kMeta;
 
 // Logits spread over about [-3, 3]: a softmax far from uniform and far from
 // one-hot, so neither a missing max-subtract nor a wrong target term hides.
@@ -313,15 +310,6 @@ TEST(CpuCrossEntropy, TargetOutOfRangeNamesRowAndValue) {
   }
 }
 
-using Scenario = std::function<void(Backend&)>;
-
-std::vector<EventRecord> record(BackendKind kind, const Scenario& scenario) {
-  BackendUnderTest under_test(kind);
-  EventRecorder recorder(under_test.allocator);
-  scenario(*under_test.backend);
-  return recorder.events();
-}
-
 TEST(MetaParity, CrossEntropy) {
   Scenario scenario = [](Backend& be) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
@@ -345,13 +333,7 @@ TEST(MetaParity, CrossEntropy) {
       EXPECT_EQ(be.allocator().stats().num_allocs, allocs) << name_of(be.kind());
     }
   };
-  std::vector<EventRecord> cpu = record(kCpu, scenario);
-  std::vector<EventRecord> meta = record(kMeta, scenario);
-  ASSERT_FALSE(cpu.empty());
-  ASSERT_EQ(cpu.size(), meta.size());
-  for (size_t i = 0; i < cpu.size(); ++i)
-    ASSERT_EQ(cpu[i], meta[i]) << "event " << i << ": cpu " << to_string(cpu[i]) << ", meta "
-                               << to_string(meta[i]);
+  expect_same_events(scenario);
 }
 
 // Every bad call throws the same message on cpu and meta and writes nothing

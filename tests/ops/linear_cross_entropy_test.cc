@@ -13,14 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend_test_util.h"
 #include "backend/linear_cross_entropy.h"
+#include "ops/op_test_util.h"
 
 namespace headroom::backend_test {
 namespace {
-
-constexpr BackendKind kCpu = BackendKind::kCpu;
-constexpr BackendKind kMeta = BackendKind::kMeta;
 
 // Awkward sizes: nothing divides anything.
 constexpr int64_t kTokens = 13;

@@ -6,91 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend_test_util.h"
+#include "ops/op_test_util.h"
 
 namespace headroom::backend_test {
 namespace {
-
-constexpr BackendKind kCpu = BackendKind::kCpu;
-constexpr BackendKind kMeta = BackendKind::kMeta;
-
-// ---- helpers (each op family's test binary carries its own copy) ----
-
-Tensor make(Backend& be, const Shape& shape, DType dtype, const std::vector<float>& values,
-            std::string_view tag) {
-  Tensor t = be.empty(shape, dtype, Category::kActivation, tag);
-  upload(t, values);
-  return t;
-}
-
-// Every actual[i] within atol + rtol * |expected[i]| (NaN never is).
-void expect_close(const std::vector<double>& actual, const std::vector<double>& expected,
-                  double rtol, double atol, const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  int misses = 0;
-  for (size_t i = 0; i < actual.size(); ++i)
-    if (!(std::fabs(actual[i] - expected[i]) <= atol + rtol * std::fabs(expected[i])) &&
-        ++misses <= 5)
-      ADD_FAILURE() << what << "[" << i << "]: " << actual[i] << " vs expected " << expected[i];
-  EXPECT_EQ(misses, 0) << what;
-}
-
-// (f(v + h) - f(v - h)) / 2h, f reading `variable` through a reference.
-double central_difference(const std::function<double()>& f, double& variable, double h) {
-  double saved = variable;
-  variable = saved + h;
-  double up = f();
-  variable = saved - h;
-  double down = f();
-  variable = saved;
-  return (up - down) / (2 * h);
-}
-
-using Scenario = std::function<void(Backend&)>;
-
-std::vector<EventRecord> record(BackendKind kind, const Scenario& scenario) {
-  BackendUnderTest under_test(kind);
-  EventRecorder recorder(under_test.allocator);
-  scenario(*under_test.backend);
-  return recorder.events();
-}
-
-// Plan = run: the same allocator events, in order, on cpu and meta.
-void expect_same_events(const Scenario& scenario) {
-  std::vector<EventRecord> cpu = record(kCpu, scenario);
-  std::vector<EventRecord> meta = record(kMeta, scenario);
-  ASSERT_FALSE(cpu.empty());
-  for (size_t i = 0; i < std::min(cpu.size(), meta.size()); ++i)
-    ASSERT_EQ(cpu[i], meta[i]) << "event " << i << ": cpu " << to_string(cpu[i]) << ", meta "
-                               << to_string(meta[i]);
-  ASSERT_EQ(cpu.size(), meta.size());
-}
-
-// The call is rejected on cpu and on meta with the same message, and leaves
-// no allocation behind; returns the message.
-std::string rejected_alike(const Scenario& scenario) {
-  std::string messages[2];
-  for (BackendKind kind : {kCpu, kMeta}) {
-    BackendUnderTest under_test(kind);
-    std::string& message = messages[kind == kCpu ? 0 : 1];
-    try {
-      scenario(*under_test.backend);
-      ADD_FAILURE() << "accepted on " << name_of(kind);
-    } catch (const InternalError& e) {
-      message = e.what();
-    }
-    EXPECT_EQ(under_test.allocator.num_live_blocks(), 0u) << name_of(kind);
-  }
-  EXPECT_EQ(messages[0], messages[1]);
-  return messages[0];
-}
-
-// An input on either backend (fill_uniform is a no-op on meta).
-Tensor input(Backend& be, const Shape& shape, DType dtype, std::string_view tag, uint64_t seed) {
-  Tensor t = be.empty(shape, dtype, Category::kActivation, tag);
-  be.fill_uniform(t, seed, -1.0f, 1.0f);
-  return t;
-}
 
 // ---- float64 reference ----
 
