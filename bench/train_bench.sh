@@ -31,7 +31,8 @@ import sys, h5py, numpy as np
 name, preset, tokens, dtype = sys.argv[1:]
 with h5py.File(f"results/{name}/trace.rank0.h5", "r") as f:
     s = f["steps"][:]
-params = open(f"{name}.log").readline().split("(")[1].split(",")[1].strip().split()[0]
+line = next(l for l in open(f"{name}.log") if "parameters)" in l)
+params = line.split("(")[1].split(",")[1].strip().split()[0]
 rest = s[1:] if len(s) > 1 else s
 gib = lambda b: f"{b / 2**20:.1f} MiB"
 print(f"| {preset} | {params} | {tokens} | {dtype} | {np.median(rest['tokens_per_second']):.0f} | "
