@@ -50,6 +50,28 @@ std::unique_ptr<SegmentSource> source_for(BackendKind kind) {
   throw InternalError("no segment source for backend " + std::string(name_of(kind)));
 }
 
+// Keys whose values this build parses and validates but cannot run yet: a
+// run that silently ignored them would plan the wrong memory, so they stop
+// here with the key named.
+void refuse_unbuilt_features(const ExperimentConfig& c) {
+  auto refuse = [](const std::string& what, const std::string& when) {
+    throw UsageError(what + ": not supported yet (" + when + ")");
+  };
+  if (c.attention.backend == AttentionSection::Backend::kDenseAdditive)
+    refuse("attention.backend = \"dense_additive\"", "use \"block_sparse\"");
+  if (c.attention.mask == AttentionSection::Mask::kDocument ||
+      c.attention.mask == AttentionSection::Mask::kDflashBlock)
+    refuse("attention.mask = \"" + std::string(name_of(c.attention.mask)) + "\"",
+           "use \"causal\" (causal within each packed document) or \"sliding_window\"");
+  if (c.batch.mode == BatchSection::Mode::kPadded)
+    refuse("batch.mode = \"padded\"", "use \"packed\"");
+  if (c.zero.stage != 0 || c.zero.offload_optimizer)
+    refuse("zero.stage / zero.offload_optimizer", "multi-rank ZeRO arrives with the ZeRO issue");
+  if (c.lora.enabled) refuse("lora.enabled = true", "LoRA arrives with the LoRA issue");
+  if (c.checkpoint.format == CheckpointSection::Format::kSharded)
+    refuse("checkpoint.format = \"sharded\"", "use \"consolidated\"");
+}
+
 BackendKind backend_for(const ExperimentConfig& config, RunMode mode) {
   if (mode == RunMode::kPlan) return BackendKind::kMeta;
   switch (config.run.backend) {
@@ -118,6 +140,7 @@ int run_experiment(const RunOptions& options, RunMode mode) {
     std::fputs(to_toml(config).c_str(), stdout);
     return 0;
   }
+  refuse_unbuilt_features(config);
   const BackendKind kind = backend_for(config, mode);
   const bool planning = kind == BackendKind::kMeta;
   const char* verb = mode == RunMode::kPlan ? "plan" : "train";

@@ -77,6 +77,9 @@ TEST_F(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("no-such-option"), std::string::npos) << r.err;
   EXPECT_EQ(run("data synth").code, 2);
+  r = run("plan --set lora.enabled=true");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("lora.enabled = true: not supported yet"), std::string::npos) << r.err;
   EXPECT_EQ(run("report").code, 2);
 }
 
