@@ -1,0 +1,34 @@
+// `headroom data <tool>`: the dataset tools, one file each (data_synth.cc,
+// data_inspect.cc, data_batches.cc), dispatched by data_command.cc. Each
+// takes the arguments after its name, returns an exit code, and throws
+// UsageError naming the option or file it could not use.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <string>
+#include <vector>
+
+#include "data/markov.h"
+
+namespace headroom {
+
+int data_synth(const std::vector<std::string>& args);
+int data_inspect(const std::vector<std::string>& args);
+int data_batches(const std::vector<std::string>& args);
+
+// Parses `text` (the value of --lengths) as one of
+//   fixed:L   uniform:A-B   lognormal:MEDIAN,SIGMA,MIN-MAX   histogram:A-B:W,C-D:W,...
+// and validates it; a UsageError names --lengths and the text otherwise.
+LengthSpec parse_length_spec(const std::string& text);
+
+// Parses `args` of `headroom data <tool>` into `vm`. Returns false after
+// printing `usage` and the visible options for --help. A Boost error becomes
+// a UsageError that names the option and points at --help.
+bool parse_data_options(const std::string& tool, const std::string& usage,
+                        const std::vector<std::string>& args,
+                        const boost::program_options::options_description& visible,
+                        const boost::program_options::options_description& hidden,
+                        const boost::program_options::positional_options_description& positional,
+                        boost::program_options::variables_map& vm);
+
+}  // namespace headroom

@@ -1,0 +1,233 @@
+// `headroom data synth | inspect | batches` end to end: the real binary in a
+// scratch folder, its numbers checked against each other and the file.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "data/token_dataset.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace headroom {
+namespace {
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class DataCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("headroom_data_cli_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Result run(const std::string& args) {
+    const std::string command = "cd '" + dir_.string() +
+                                "' && '" HEADROOM_BINARY_DIR "/headroom' data " + args +
+                                " > out.txt 2> err.txt";
+    const int status = std::system(command.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out.txt"),
+            slurp(dir_ / "err.txt")};
+  }
+  // A corpus the quickstart's tiny model (vocab 512) can embed.
+  void synth(const std::string& name, const std::string& extra = "") {
+    Result r = run("synth " + name +
+                   " --vocab 512 --documents 120 --lengths histogram:60-80:3,220-260:1 " + extra);
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  fs::path dir_;
+};
+
+TEST_F(DataCli, SynthThenInspectAgree) {
+  Result s = run("synth a.h5 --vocab 512 --documents 120 --lengths histogram:60-80:3,220-260:1");
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_NE(s.out.find("120 documents"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("entropy rate"), std::string::npos) << s.out;
+
+  const TokenDataset dataset = TokenDataset::open((dir_ / "a.h5").string(), 0);
+  ASSERT_EQ(dataset.num_documents(), 120);
+  EXPECT_NE(s.out.find(std::to_string(dataset.num_tokens()) + " tokens"), std::string::npos)
+      << s.out;
+
+  Result r = run("inspect a.h5 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["documents"], 120);
+  EXPECT_EQ(j["tokens"], dataset.num_tokens());
+  EXPECT_DOUBLE_EQ(j["attributes"]["source_entropy_nats"].get<double>(),
+                   *dataset.attributes().source_entropy_nats);
+  EXPECT_EQ(j["attributes"]["vocab_size"], 512);
+  EXPECT_GE(j["lengths"]["p0"].get<int64_t>(), 60);
+  EXPECT_LE(j["lengths"]["p100"].get<int64_t>(), 260);
+  EXPECT_LE(j["lengths"]["p50"].get<int64_t>(), j["lengths"]["p90"].get<int64_t>());
+  int64_t histogram_documents = 0;
+  for (const json& b : j["length_histogram"])
+    histogram_documents += b["documents"].get<int64_t>();
+  EXPECT_EQ(histogram_documents, 120);
+  EXPECT_GT(j["vocab"]["distinct"].get<int64_t>(), 0);
+  EXPECT_LE(j["vocab"]["distinct"].get<int64_t>(), 512);
+  EXPECT_FALSE(j["loss_mask"]["present"].get<bool>());  // order 1 writes no mask
+
+  Result text = run("inspect a.h5");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("documents  120"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("source_entropy_nats"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("p99"), std::string::npos) << text.out;
+}
+
+TEST_F(DataCli, InspectReportsTheLossMaskOfHigherOrders) {
+  ASSERT_EQ(run("synth b.h5 --vocab 64 --order 2 --documents 10 --lengths fixed:50").code, 0);
+  Result r = run("inspect b.h5 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_TRUE(j["loss_mask"]["present"].get<bool>());
+  // The first k = 2 tokens of each document are context, not targets.
+  EXPECT_EQ(j["loss_mask"]["targets_kept"], 10 * 48);
+  EXPECT_EQ(j["lengths"]["p0"], 50);
+  EXPECT_EQ(j["lengths"]["p100"], 50);
+}
+
+TEST_F(DataCli, EveryLengthSpecParses) {
+  for (const char* spec :
+       {"fixed:40", "uniform:10-30", "lognormal:50,0.5,10-200", "histogram:10-20:3,40-50:1"}) {
+    SCOPED_TRACE(spec);
+    Result r =
+        run(std::string("synth x.h5 --overwrite --vocab 100 --documents 5 --lengths ") + spec);
+    EXPECT_EQ(r.code, 0) << r.err;
+  }
+}
+
+TEST_F(DataCli, BadInputIsAUsageErrorNamingIt) {
+  for (const char* spec : {"fixed", "fixed:x", "uniform:5-3", "uniform:5", "lognormal:1,2",
+                           "histogram:10-20", "histogram:10-20:w", "zipf:3"}) {
+    SCOPED_TRACE(spec);
+    Result r = run(std::string("synth x.h5 --vocab 100 --lengths ") + spec);
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--lengths"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "x.h5"));
+  }
+  Result r = run("synth x.h5 --vocab 100 --bogus");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("bogus"), std::string::npos) << r.err;
+  r = run("synth x.h5");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--vocab"), std::string::npos) << r.err;
+  r = run("inspect missing.h5");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing.h5"), std::string::npos) << r.err;
+  r = run("inspect a.h5 --frobnicate");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("frobnicate"), std::string::npos) << r.err;
+  r = run("batches --set data.path=missing.h5");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing.h5: no such file"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "missing.h5")) << "batches never synthesizes";
+  r = run("batches missing.toml");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing.toml"), std::string::npos) << r.err;
+  r = run("frobnicate");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("frobnicate"), std::string::npos) << r.err;
+  EXPECT_EQ(run("").code, 2);
+}
+
+TEST_F(DataCli, SynthNeverReplacesAFileWithoutOverwrite) {
+  synth("a.h5", "--seed 1");
+  const std::string before = slurp(dir_ / "a.h5");
+  Result r = run("synth a.h5 --vocab 512 --seed 2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("a.h5: exists"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--overwrite"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(dir_ / "a.h5"), before);
+  ASSERT_EQ(run("synth a.h5 --vocab 512 --documents 7 --seed 2 --overwrite").code, 0);
+  EXPECT_EQ(TokenDataset::open((dir_ / "a.h5").string(), 0).num_documents(), 7);
+}
+
+TEST_F(DataCli, BatchesStayWithinTheBudgetExceptOversizeDocuments) {
+  synth("a.h5");
+  const int64_t budget = 200;  // below the 220-260 bucket: those documents get bins of their own
+  Result r =
+      run("batches --set data.path=a.h5 --set batch.max_tokens_per_micro_batch=200 "
+          "--set batch.grad_accum=2 --steps 12 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["steps"].size(), 12u);
+  int oversize = 0;
+  for (const json& step : j["steps"]) {
+    ASSERT_EQ(step["micro_batches"].size(), 2u);
+    for (const json& b : step["micro_batches"]) {
+      const int64_t tokens = b["tokens"].get<int64_t>();
+      EXPECT_EQ(b["padding"], 0);
+      EXPECT_LE(b["longest"].get<int64_t>(), tokens);
+      if (tokens > budget) {
+        ++oversize;
+        EXPECT_EQ(b["documents"], 1) << "only a lone document may exceed the budget";
+      }
+    }
+  }
+  EXPECT_GT(oversize, 0) << "a quarter of the documents are over the budget";
+
+  // Truncation caps samples, so no bin exceeds the budget.
+  r =
+      run("batches --set data.path=a.h5 --set batch.max_tokens_per_micro_batch=200 "
+          "--set data.max_sample_tokens=150 --steps 20 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  int64_t truncated = 0;
+  const json truncating = json::parse(r.out);
+  for (const json& step : truncating["steps"])
+    for (const json& b : step["micro_batches"]) {
+      EXPECT_LE(b["tokens"].get<int64_t>(), budget);
+      truncated += b["truncated"].get<int64_t>();
+    }
+  EXPECT_GT(truncated, 0);
+}
+
+TEST_F(DataCli, BatchesDefaultsToRunStepsCappedAtTwenty) {
+  synth("a.h5");
+  Result r = run("batches --set data.path=a.h5 --json");  // quickstart: run.steps = 150
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["steps"].size(), 20u);
+  r = run("batches --set data.path=a.h5 --set run.steps=3 --set schedule.warmup_steps=1 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["steps"].size(), 3u);
+  std::ofstream(dir_ / "exp.toml")
+      << "[data]\npath = \"a.h5\"\n[run]\nsteps = 2\n[schedule]\nwarmup_steps = 1\n";
+  r = run("batches exp.toml");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("step 2 (epoch 0)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("step 3 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("padding 0"), std::string::npos) << r.out;
+}
+
+TEST_F(DataCli, EveryToolHasHelp) {
+  for (const char* args : {"--help", "synth --help", "inspect --help", "batches --help"}) {
+    SCOPED_TRACE(args);
+    Result r = run(args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("usage: headroom data"), std::string::npos) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace headroom
