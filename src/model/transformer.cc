@@ -147,7 +147,6 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
   const int64_t H = config_.num_heads, KV = config_.num_kv_heads, D = config_.head_dim;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const float theta = static_cast<float>(config_.rope_theta);
-  (void)batch;
 
   BlockSaved s;
   s.x = x;
