@@ -21,6 +21,8 @@ tools:
   synth OUT.h5 --vocab N ...   write a synthetic Markov corpus with a known entropy rate
   inspect FILE.h5 [--json]     documents, tokens, length percentiles and histogram,
                                vocab usage, loss-mask coverage, attributes
+  convert IN.jsonl OUT.h5      token-id lists (or text, with --tokenizer) into a dataset
+  tokenize --tokenizer T.json  byte-level BPE ids of text, as HuggingFace's tokenizer gives
   batches [EXP.toml] [--json]  the micro-batches an experiment's first steps train on
 
 `headroom data <tool> --help` describes each tool's options (docs/cli.md).
@@ -123,7 +125,8 @@ bool parse_data_options(const std::string& tool, const std::string& usage,
 }
 
 int data_command(const std::vector<std::string>& args) {
-  if (args.empty()) throw UsageError("missing <tool> (synth, inspect or batches; see --help)");
+  if (args.empty())
+    throw UsageError("missing <tool> (synth, convert, tokenize, inspect or batches; see --help)");
   const std::string& tool = args[0];
   if (tool == "--help" || tool == "-h" || tool == "help") {
     std::fputs(kDataUsage, stdout);
@@ -133,7 +136,10 @@ int data_command(const std::vector<std::string>& args) {
   if (tool == "synth") return data_synth(rest);
   if (tool == "inspect") return data_inspect(rest);
   if (tool == "batches") return data_batches(rest);
-  throw UsageError("unknown tool \"" + tool + "\" (synth, inspect or batches; see --help)");
+  if (tool == "convert") return data_convert(rest);
+  if (tool == "tokenize") return data_tokenize(rest);
+  throw UsageError("unknown tool \"" + tool +
+                   "\" (synth, convert, tokenize, inspect or batches; see --help)");
 }
 
 }  // namespace headroom

@@ -1,6 +1,6 @@
 // `headroom data <tool>`: the dataset tools, one file each (data_synth.cc,
-// data_inspect.cc, data_batches.cc), dispatched by data_command.cc. Each
-// takes the arguments after its name, returns an exit code, and throws
+// data_inspect.cc, data_batches.cc, data_convert.cc, data_tokenize.cc), dispatched by
+// data_command.cc. Each takes the arguments after its name, returns an exit code, and throws
 // UsageError naming the option or file it could not use.
 #pragma once
 
@@ -15,6 +15,8 @@ namespace headroom {
 int data_synth(const std::vector<std::string>& args);
 int data_inspect(const std::vector<std::string>& args);
 int data_batches(const std::vector<std::string>& args);
+int data_convert(const std::vector<std::string>& args);
+int data_tokenize(const std::vector<std::string>& args);
 
 // Parses `text` (the value of --lengths) as one of
 //   fixed:L   uniform:A-B   lognormal:MEDIAN,SIGMA,MIN-MAX   histogram:A-B:W,C-D:W,...

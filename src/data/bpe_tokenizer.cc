@@ -1,0 +1,1 @@
+#include "data/bpe_tokenizer.h"

@@ -1,0 +1,2 @@
+// BpeTokenizer: placeholder until the byte-level BPE tokenizer lands.
+#pragma once
