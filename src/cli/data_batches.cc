@@ -1,14 +1,16 @@
 // `headroom data batches [EXP.toml]`: the micro-batches an experiment's first
-// steps would train on, from the same PackedBatcher run_experiment builds —
-// to see bin fill, oversize documents and truncation before spending a run.
+// steps would train on, per rank, from the same Batcher run_experiment
+// builds — to see bin fill, padding, oversize documents, truncation and the
+// balance across ranks before spending a run.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "batch_options.h"
 #include "config/config.h"
-#include "data/packer.h"
+#include "data/batcher.h"
 #include "data/token_dataset.h"
 #include "data_tools.h"
 #include "embedded_quickstart.h"
@@ -30,12 +32,15 @@ int data_batches(const std::vector<std::string>& args) {
   std::string config_path;
   std::vector<std::string> overrides;
   int64_t steps = 0;
+  int world_size = 1;
   bool json = false;
   po::options_description visible("options");
   visible.add_options()("help,h", "print this help")(
       "set", po::value<std::vector<std::string>>(&overrides)->composing(),
       "override a config key: --set section.key=value (repeatable)")(
       "steps", po::value<int64_t>(&steps), "steps to show (default: run.steps, at most 20)")(
+      "world-size", po::value<int>(&world_size)->default_value(1),
+      "data-parallel ranks: each step's micro-batches are dealt to this many ranks")(
       "json", po::bool_switch(&json), "print the same as one JSON object");
   po::options_description hidden;
   hidden.add_options()("config", po::value<std::string>(&config_path));
@@ -44,9 +49,9 @@ int data_batches(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_data_options("batches",
                           "usage: headroom data batches [EXP.toml] [options]\n\n"
-                          "Prints the packed micro-batches of the experiment's first steps, as\n"
-                          "train would build them from data.path (which must exist). With no\n"
-                          "file, the embedded quickstart experiment.\n",
+                          "Prints the micro-batches of the experiment's first steps for every\n"
+                          "rank, as train would build them from data.path (which must exist),\n"
+                          "without reading a token. With no file, the embedded quickstart.\n",
                           args, visible, hidden, positional, vm))
     return 0;
 
@@ -55,9 +60,9 @@ int data_batches(const std::vector<std::string>& args) {
                           : load_config_file(config_path, overrides);
   if (vm.count("steps") && steps < 1)
     throw UsageError("--steps " + std::to_string(steps) + ": must be at least 1");
+  if (world_size < 1)
+    throw UsageError("--world-size " + std::to_string(world_size) + ": must be at least 1");
   if (!vm.count("steps")) steps = std::min(config.run.steps, kDefaultMaxSteps);
-  if (config.batch.mode != BatchSection::Mode::kPacked)
-    throw UsageError("batch.mode = \"padded\": not supported yet (use \"packed\")");
   const ModelConfig model_config = config.model.hf_config.empty()
                                        ? model_preset(config.model.preset)
                                        : load_hf_config(config.model.hf_config);
@@ -69,84 +74,131 @@ int data_batches(const std::vector<std::string>& args) {
                      "with data.synthesize_if_missing makes one)");
   const TokenDataset dataset = TokenDataset::open(config.data.path, model_config.vocab_size);
 
-  // As run_experiment builds it: the same options give the same plan.
-  PackOptions pack;
-  pack.max_tokens_per_micro_batch = config.batch.max_tokens_per_micro_batch;
-  pack.grad_accum = config.batch.grad_accum;
-  pack.max_sample_tokens = config.data.max_sample_tokens;
-  pack.shuffle = config.data.shuffle;
-  pack.seed = static_cast<uint64_t>(config.data.seed);
-  PackedBatcher batcher(dataset, pack);
-  const int64_t budget = pack.max_tokens_per_micro_batch;
+  const BatchOptions options = batch_options_of(config, dataset, world_size, 0);
+  Batcher batcher(dataset, options);
+  const bool packed = options.mode == BatchOptions::Mode::kPacked;
+  const int64_t budget = options.max_tokens_per_micro_batch;
 
   nlohmann::ordered_json j;
   if (json) {
     j["data"] = config.data.path;
     j["documents"] = dataset.num_documents();
     j["tokens"] = dataset.num_tokens();
-    j["max_tokens_per_micro_batch"] = budget;
-    j["grad_accum"] = pack.grad_accum;
-    j["max_sample_tokens"] = pack.max_sample_tokens;
-    j["shuffle"] = pack.shuffle;
-    j["seed"] = pack.seed;
+    j["mode"] = name_of(config.batch.mode);
+    if (packed) {
+      j["packing"] = name_of(config.batch.packing);
+      j["packing_window"] = options.packing_window;
+      j["max_tokens_per_micro_batch"] = budget;
+    } else {
+      j["micro_batch_size"] = options.micro_batch_size;
+      j["seq_len"] = options.seq_len;
+    }
+    j["world_size"] = world_size;
+    j["grad_accum"] = options.grad_accum;
+    j["max_sample_tokens"] = options.max_sample_tokens;
+    j["shuffle"] = options.shuffle;
+    j["seed"] = options.seed;
     j["steps"] = nlohmann::ordered_json::array();
   } else {
+    std::string how =
+        packed
+            ? std::string(name_of(config.batch.packing)) + " bins of " + std::to_string(budget) +
+                  " tokens (window " +
+                  (options.packing_window ? std::to_string(options.packing_window) + " documents)"
+                                          : std::string("the epoch)"))
+            : std::to_string(options.micro_batch_size) + " padded rows per micro-batch" +
+                  (options.seq_len ? " of " + std::to_string(options.seq_len) + " tokens"
+                                   : std::string(", as long as the longest"));
     std::printf(
-        "%s: %lld documents, %lld tokens; budget %lld tokens per micro-batch, grad_accum %d, "
+        "%s: %lld documents, %lld tokens; %s %s, grad_accum %d, world_size %d, "
         "max_sample_tokens %lld, shuffle %s (seed %llu)\n",
         config.data.path.c_str(), static_cast<long long>(dataset.num_documents()),
-        static_cast<long long>(dataset.num_tokens()), static_cast<long long>(budget),
-        pack.grad_accum, static_cast<long long>(pack.max_sample_tokens),
-        pack.shuffle ? "on" : "off", static_cast<unsigned long long>(pack.seed));
+        static_cast<long long>(dataset.num_tokens()),
+        std::string(name_of(config.batch.mode)).c_str(), how.c_str(), options.grad_accum,
+        world_size, static_cast<long long>(options.max_sample_tokens),
+        options.shuffle ? "on" : "off", static_cast<unsigned long long>(options.seed));
   }
-  int64_t total_tokens = 0, total_batches = 0;
+  int64_t total_tokens = 0, total_padding = 0, total_batches = 0, worst_rank_tokens = 0;
   for (int64_t step = 0; step < steps; ++step) {
     const Cursor cursor = batcher.cursor();
-    const std::vector<Batch> micro_batches = batcher.next_step();
+    const std::vector<std::vector<MicroBatchPlan>> plan = batcher.next_step_plan();
     nlohmann::ordered_json s;
     if (json) {
       s["step"] = step + 1;
       s["epoch"] = cursor.epoch;
-      s["micro_batches"] = nlohmann::ordered_json::array();
+      s["ranks"] = nlohmann::ordered_json::array();
     } else {
       std::printf("step %lld (epoch %lld)\n", static_cast<long long>(step + 1),
                   static_cast<long long>(cursor.epoch));
     }
-    for (size_t m = 0; m < micro_batches.size(); ++m) {
-      const Batch& b = micro_batches[m];
-      const int64_t documents = static_cast<int64_t>(b.cu_seqlens.size()) - 1;
-      total_tokens += b.size();
-      ++total_batches;
-      if (json) {
-        s["micro_batches"].push_back({{"documents", documents},
-                                      {"tokens", b.size()},
-                                      {"longest", b.longest},
-                                      {"truncated", b.truncated},
-                                      {"padding", b.padding},
-                                      {"targets", b.counted}});
-        continue;
+    int64_t step_max = 0, step_total = 0;
+    for (size_t r = 0; r < plan.size(); ++r) {
+      int64_t rank_tokens = 0;
+      nlohmann::ordered_json rank_json = {{"rank", r}, {"micro_batches", nlohmann::json::array()}};
+      for (size_t m = 0; m < plan[r].size(); ++m) {
+        const MicroBatchPlan& b = plan[r][m];
+        const int64_t documents = static_cast<int64_t>(b.documents.size());
+        rank_tokens += b.tokens;
+        total_padding += b.padding;
+        ++total_batches;
+        if (json) {
+          rank_json["micro_batches"].push_back({{"documents", documents},
+                                                {"tokens", b.tokens},
+                                                {"longest", b.longest},
+                                                {"truncated", b.truncated},
+                                                {"padding", b.padding}});
+          continue;
+        }
+        std::printf("  %smicro-batch %zu: %3lld documents, %6lld tokens",
+                    world_size > 1 ? ("rank " + std::to_string(r) + " ").c_str() : "", m,
+                    static_cast<long long>(documents), static_cast<long long>(b.tokens));
+        if (packed)
+          std::printf(" (%5.1f%% of budget)",
+                      100.0 * static_cast<double>(b.tokens) / static_cast<double>(budget));
+        std::printf(", longest %lld, truncated %lld, padding %lld%s\n",
+                    static_cast<long long>(b.longest), static_cast<long long>(b.truncated),
+                    static_cast<long long>(b.padding),
+                    packed && b.tokens > budget ? "  (one document over the budget)" : "");
       }
-      std::printf(
-          "  micro-batch %zu: %3lld documents, %6lld tokens (%5.1f%% of budget), longest %lld, "
-          "truncated %lld, padding %lld%s\n",
-          m, static_cast<long long>(documents), static_cast<long long>(b.size()),
-          100.0 * static_cast<double>(b.size()) / static_cast<double>(budget),
-          static_cast<long long>(b.longest), static_cast<long long>(b.truncated),
-          static_cast<long long>(b.padding),
-          b.size() > budget ? "  (one document over the budget)" : "");
+      rank_json["tokens"] = rank_tokens;
+      if (json) s["ranks"].push_back(rank_json);
+      step_max = std::max(step_max, rank_tokens);
+      step_total += rank_tokens;
     }
-    if (json) j["steps"].push_back(s);
+    total_tokens += step_total;
+    worst_rank_tokens += step_max;
+    if (json) {
+      s["max_rank_tokens"] = step_max;
+      j["steps"].push_back(s);
+    } else if (world_size > 1) {
+      std::printf("  ranks: most %lld tokens, mean %.0f (%.1f%% of the busiest rank's)\n",
+                  static_cast<long long>(step_max), static_cast<double>(step_total) / world_size,
+                  100.0 * static_cast<double>(step_total) / world_size /
+                      static_cast<double>(std::max<int64_t>(step_max, 1)));
+    }
   }
+  // Balance: the mean rank's tokens over the busiest rank's, summed over the
+  // steps: the fraction of time ranks are not waiting at the reduction.
+  const double balance = static_cast<double>(total_tokens) / world_size /
+                         static_cast<double>(std::max<int64_t>(worst_rank_tokens, 1));
   if (json) {
+    j["total"] = {{"micro_batches", total_batches},
+                  {"tokens", total_tokens},
+                  {"padding", total_padding},
+                  {"rank_balance", balance}};
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::printf("%lld steps, %lld micro-batches, %lld tokens, mean fill %.1f%% of the budget\n",
+  std::printf("%lld steps, %lld micro-batches, %lld tokens (%lld padding)",
               static_cast<long long>(steps), static_cast<long long>(total_batches),
-              static_cast<long long>(total_tokens),
-              total_batches ? 100.0 * static_cast<double>(total_tokens) /
-                                  static_cast<double>(total_batches * budget)
-                            : 0.0);
+              static_cast<long long>(total_tokens), static_cast<long long>(total_padding));
+  if (packed)
+    std::printf(", mean fill %.1f%% of the budget",
+                total_batches ? 100.0 * static_cast<double>(total_tokens) /
+                                    static_cast<double>(total_batches * budget)
+                              : 0.0);
+  if (world_size > 1) std::printf(", rank balance %.1f%%", 100.0 * balance);
+  std::printf("\n");
   return 0;
 }
 

@@ -10,9 +10,10 @@
 #include <limits>
 
 #include "backend/backend.h"
+#include "batch_options.h"
 #include "config/config.h"
+#include "data/batcher.h"
 #include "data/markov.h"
-#include "data/packer.h"
 #include "data/token_dataset.h"
 #include "embedded_quickstart.h"
 #include "model/model_config.h"
@@ -63,8 +64,6 @@ void refuse_unbuilt_features(const ExperimentConfig& c) {
       c.attention.mask == AttentionSection::Mask::kDflashBlock)
     refuse("attention.mask = \"" + std::string(name_of(c.attention.mask)) + "\"",
            "use \"causal\" (causal within each packed document) or \"sliding_window\"");
-  if (c.batch.mode == BatchSection::Mode::kPadded)
-    refuse("batch.mode = \"padded\"", "use \"packed\"");
   if (c.zero.stage != 0 || c.zero.offload_optimizer)
     refuse("zero.stage / zero.offload_optimizer", "multi-rank ZeRO arrives with the ZeRO issue");
   if (c.lora.enabled) refuse("lora.enabled = true", "LoRA arrives with the LoRA issue");
@@ -219,13 +218,7 @@ int run_experiment(const RunOptions& options, RunMode mode) {
   model_options.loss.logits_dtype =
       config.loss.logits_dtype == Precision::kBf16 ? DType::kBF16 : DType::kF32;
 
-  PackOptions pack;
-  pack.max_tokens_per_micro_batch = config.batch.max_tokens_per_micro_batch;
-  pack.grad_accum = config.batch.grad_accum;
-  pack.max_sample_tokens = config.data.max_sample_tokens;
-  pack.shuffle = config.data.shuffle;
-  pack.seed = static_cast<uint64_t>(config.data.seed);
-  PackedBatcher batcher(dataset, pack);
+  Batcher batcher(dataset, batch_options_of(config, dataset, 1, 0));
 
   TrainerOptions trainer_options;
   trainer_options.schedule.lr = config.optimizer.lr;
@@ -244,12 +237,15 @@ int run_experiment(const RunOptions& options, RunMode mode) {
   adamw.weight_decay = static_cast<float>(config.optimizer.weight_decay);
 
   const double entropy = dataset.attributes().source_entropy_nats.value_or(0.0);
-  std::printf("headroom %s: %s (%s, %.2fM parameters) on %s, %lld steps of %lld x %lld tokens%s\n",
-              verb, model_config.name.c_str(), std::string(name_of(model_options.dtype)).c_str(),
+  const std::string micro_batch =
+      config.batch.mode == BatchSection::Mode::kPacked
+          ? std::to_string(config.batch.max_tokens_per_micro_batch) + " tokens"
+          : std::to_string(config.batch.micro_batch_size) + " padded rows";
+  std::printf("headroom %s: %s (%s, %.2fM parameters) on %s, %lld steps of %lld x %s%s\n", verb,
+              model_config.name.c_str(), std::string(name_of(model_options.dtype)).c_str(),
               static_cast<double>(model_config.num_parameters()) / 1e6,
               std::string(name_of(kind)).c_str(), static_cast<long long>(config.run.steps),
-              static_cast<long long>(config.batch.grad_accum),
-              static_cast<long long>(config.batch.max_tokens_per_micro_batch),
+              static_cast<long long>(config.batch.grad_accum), micro_batch.c_str(),
               planning ? " (meta: allocations only, no math)" : "");
   if (entropy > 0 && !planning)
     std::printf("  data: %s, source entropy %.4f nats/token (the best loss a model can reach)\n",

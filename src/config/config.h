@@ -77,8 +77,11 @@ struct DataSection {
 
 struct BatchSection {
   enum class Mode : uint8_t { kPacked, kPadded };
+  enum class Packing : uint8_t { kFirstFit, kFirstFitDecreasing, kNextFit };
 
   Mode mode = Mode::kPacked;
+  Packing packing = Packing::kFirstFit;       // packed: how documents are put into bins
+  int64_t packing_window = 4096;              // packed: documents packed together; 0 = the epoch
   int64_t max_tokens_per_micro_batch = 2048;  // packed: the first-fit bin's token budget
   int micro_batch_size = 0;  // samples per micro-batch; padded needs >= 1, packed: 0 = no cap
   int grad_accum = 1;        // micro-batches per optimizer step
@@ -201,6 +204,11 @@ struct EnumNames<RunSection::Backend> {
 template <>
 struct EnumNames<BatchSection::Mode> {
   static constexpr std::array<std::string_view, 2> kNames = {"packed", "padded"};
+};
+template <>
+struct EnumNames<BatchSection::Packing> {
+  static constexpr std::array<std::string_view, 3> kNames = {"first_fit", "first_fit_decreasing",
+                                                             "next_fit"};
 };
 template <>
 struct EnumNames<AttentionSection::Backend> {

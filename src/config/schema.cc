@@ -422,6 +422,14 @@ std::vector<ConfigKey> build_schema() {
       choice(HR_FIELD(batch.mode),
              "\"packed\": samples are concatenated into token-budget bins (THD, cu_seqlens), no "
              "padding. \"padded\": micro_batch_size samples padded to one length ([B, S])."),
+      choice(HR_FIELD(batch.packing),
+             "Packed: \"first_fit\": each sample joins the first bin of its window with room. "
+             "\"first_fit_decreasing\": the window is sorted longest first, then first_fit "
+             "(fullest bins; long samples lead each window). \"next_fit\": only the newest bin "
+             "is tried (the shuffled order is kept exactly)."),
+      integer(HR_FIELD(batch.packing_window), 0, kNoMax,
+              "Packed: consecutive samples (of the shuffled order) packed together; bins never "
+              "mix windows. 0 = the whole epoch."),
       integer(HR_FIELD(batch.max_tokens_per_micro_batch), 1, kNoMax,
               "Packed: token budget of one micro-batch, filled first-fit; a longer sample gets a "
               "micro-batch of its own."),

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "util/error.h"
+
 namespace headroom {
 
 void append_document(Batch& batch, const int32_t* document, int64_t length,
@@ -17,6 +19,19 @@ void append_document(Batch& batch, const int32_t* document, int64_t length,
   }
   batch.cu_seqlens.push_back(static_cast<int32_t>(batch.tokens.size()));
   batch.longest = std::max(batch.longest, length);
+}
+
+void append_padding(Batch& batch, int64_t count, int32_t pad_id) {
+  HR_CHECK(batch.cu_seqlens.size() >= 2, "padding follows a document");
+  if (count <= 0) return;
+  const int32_t row_start = batch.cu_seqlens[batch.cu_seqlens.size() - 2];
+  for (int64_t i = 0; i < count; ++i) {
+    batch.positions.push_back(static_cast<int32_t>(batch.size()) - row_start);
+    batch.tokens.push_back(pad_id);
+    batch.targets.push_back(-1);
+  }
+  batch.cu_seqlens.back() = static_cast<int32_t>(batch.size());
+  batch.padding += count;
 }
 
 }  // namespace headroom

@@ -25,4 +25,10 @@ struct Batch {
 void append_document(Batch& batch, const int32_t* document, int64_t length,
                      const uint8_t* loss_mask = nullptr);
 
+// Pads the last document with `count` copies of `pad_id`: it stays one
+// segment of cu_seqlens (a padded row, as a dense (B, L) batch has it), its
+// positions continue, the padding has no target and is counted in `padding`.
+// The batch must hold a document.
+void append_padding(Batch& batch, int64_t count, int32_t pad_id);
+
 }  // namespace headroom

@@ -61,7 +61,19 @@ std::string summarize_steps(const TraceReader& trace) {
   std::string text = std::to_string(steps.size()) + ", last: step " + std::to_string(last.step) +
                      ", loss " + format_number(last.loss);
   if (skipped > 0) text += ", " + std::to_string(skipped) + " skipped (non-finite)";
-  return line("steps", text);
+  int64_t targets = 0, processed = 0, truncated = 0, longest = 0;
+  for (const StepRecord& s : steps) {
+    targets += s.tokens;
+    processed += s.padded_tokens;
+    truncated += s.truncated_samples;
+    longest = std::max(longest, s.longest_sample);
+  }
+  // What the batches cost: tokens the model ran over (padding included)
+  // against the tokens that carried a loss.
+  std::string data = std::to_string(processed) + " processed, " + std::to_string(targets) +
+                     " with a target, longest sample " + std::to_string(longest);
+  if (truncated > 0) data += ", " + std::to_string(truncated) + " samples truncated";
+  return line("steps", text) + line("tokens", data);
 }
 
 std::string summarize_memory(const TraceReader& trace) {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -175,8 +177,9 @@ TEST_F(DataCli, BatchesStayWithinTheBudgetExceptOversizeDocuments) {
   ASSERT_EQ(j["steps"].size(), 12u);
   int oversize = 0;
   for (const json& step : j["steps"]) {
-    ASSERT_EQ(step["micro_batches"].size(), 2u);
-    for (const json& b : step["micro_batches"]) {
+    ASSERT_EQ(step["ranks"].size(), 1u);
+    ASSERT_EQ(step["ranks"][0]["micro_batches"].size(), 2u);
+    for (const json& b : step["ranks"][0]["micro_batches"]) {
       const int64_t tokens = b["tokens"].get<int64_t>();
       EXPECT_EQ(b["padding"], 0);
       EXPECT_LE(b["longest"].get<int64_t>(), tokens);
@@ -196,11 +199,75 @@ TEST_F(DataCli, BatchesStayWithinTheBudgetExceptOversizeDocuments) {
   int64_t truncated = 0;
   const json truncating = json::parse(r.out);
   for (const json& step : truncating["steps"])
-    for (const json& b : step["micro_batches"]) {
+    for (const json& b : step["ranks"][0]["micro_batches"]) {
       EXPECT_LE(b["tokens"].get<int64_t>(), budget);
       truncated += b["truncated"].get<int64_t>();
     }
   EXPECT_GT(truncated, 0);
+}
+
+TEST_F(DataCli, BatchesDealsEachStepToEveryRankAndBalancesTheTokens) {
+  synth("a.h5");
+  Result one = run("batches --set data.path=a.h5 --set batch.grad_accum=4 --steps 5 --json");
+  Result four = run("batches --set data.path=a.h5 --world-size 4 --steps 5 --json");
+  ASSERT_EQ(one.code, 0) << one.err;
+  ASSERT_EQ(four.code, 0) << four.err;
+  const json a = json::parse(one.out);
+  const json b = json::parse(four.out);
+  EXPECT_EQ(b["world_size"], 4);
+  ASSERT_EQ(b["steps"].size(), 5u);
+  for (size_t s = 0; s < 5; ++s) {
+    const json& step = b["steps"][s];
+    ASSERT_EQ(step["ranks"].size(), 4u);
+    int64_t most = 0, least = INT64_MAX, total = 0, largest = 0;
+    for (const json& rank : step["ranks"]) {
+      ASSERT_EQ(rank["micro_batches"].size(), 1u) << "grad_accum micro-batches per rank";
+      const int64_t tokens = rank["tokens"].get<int64_t>();
+      most = std::max(most, tokens);
+      least = std::min(least, tokens);
+      total += tokens;
+      largest = std::max(largest, rank["micro_batches"][0]["tokens"].get<int64_t>());
+    }
+    EXPECT_EQ(step["max_rank_tokens"], most);
+    EXPECT_LE(most - least, largest);
+    // The same bins as one rank accumulating four micro-batches.
+    EXPECT_EQ(a["steps"][s]["ranks"][0]["tokens"], total) << "step " << s + 1;
+  }
+  EXPECT_GT(b["total"]["rank_balance"].get<double>(), 0.5);
+  EXPECT_LE(b["total"]["rank_balance"].get<double>(), 1.0);
+
+  Result text = run("batches --set data.path=a.h5 --world-size 2 --steps 2");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("rank 1 micro-batch 0"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("rank balance"), std::string::npos) << text.out;
+  EXPECT_EQ(run("batches --set data.path=a.h5 --world-size 0").code, 2);
+}
+
+TEST_F(DataCli, BatchesShowsThePaddingOfPaddedMode) {
+  synth("a.h5");
+  Result r =
+      run("batches --set data.path=a.h5 --set batch.mode=padded --set batch.micro_batch_size=4 "
+          "--steps 6 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["mode"], "padded");
+  int64_t padding = 0;
+  for (const json& step : j["steps"])
+    for (const json& b : step["ranks"][0]["micro_batches"]) {
+      EXPECT_EQ(b["documents"], 4);
+      EXPECT_EQ(b["tokens"].get<int64_t>(), 4 * b["longest"].get<int64_t>());
+      padding += b["padding"].get<int64_t>();
+    }
+  EXPECT_GT(padding, 0) << "lengths 60-80 and 220-260 mixed: rows need padding";
+  EXPECT_EQ(j["total"]["padding"], padding);
+
+  r =
+      run("batches --set data.path=a.h5 --set batch.mode=padded --set batch.micro_batch_size=2 "
+          "--set batch.seq_len=100 --steps 3 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const json& step : json::parse(r.out)["steps"])
+    for (const json& b : step["ranks"][0]["micro_batches"])
+      EXPECT_EQ(b["tokens"], 200) << "two rows of seq_len";
 }
 
 TEST_F(DataCli, BatchesDefaultsToRunStepsCappedAtTwenty) {

@@ -43,6 +43,8 @@ ExperimentConfig everything_changed() {
             .synthesize_if_missing = true,
             .synthetic_documents = 77};
   c.batch = {.mode = BatchSection::Mode::kPadded,
+             .packing = BatchSection::Packing::kNextFit,
+             .packing_window = 128,
              .max_tokens_per_micro_batch = 16384,
              .micro_batch_size = 4,
              .grad_accum = 8,

@@ -160,8 +160,8 @@ TEST(Trainer, ANonFiniteStepIsSkippedAndLeaksNothing) {
 
 #include <filesystem>
 
+#include "data/batcher.h"
 #include "data/markov.h"
-#include "data/packer.h"
 #include "data/token_dataset.h"
 
 namespace headroom {
@@ -179,9 +179,9 @@ TEST(Trainer, LossFallsToTheEntropyOfAMarkovSource) {
   spec.seed = 3;
   const double entropy = write_markov_corpus(path, spec, LengthSpec::uniform(16, 64), 400, 3);
   TokenDataset dataset = TokenDataset::open(path, 32);
-  PackOptions pack;
+  BatchOptions pack;
   pack.max_tokens_per_micro_batch = 256;
-  PackedBatcher batcher(dataset, pack);
+  Batcher batcher(dataset, pack);
 
   ModelConfig c;
   c.name = "markov-test";

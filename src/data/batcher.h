@@ -1,0 +1,187 @@
+// Batcher: turns a TokenDataset into the micro-batches of each step, for
+// every rank, the way seed 001's MAX_TOKENS_PER_GPU works (packed) or the way
+// a HuggingFace DataLoader with padding does (padded).
+//
+// An epoch visits the documents with at least one token (empty documents have
+// nothing to train on) in a permutation seeded by (seed, epoch), or in file
+// order without shuffle, and groups them into bins, one bin per micro-batch:
+//
+// Packed (THD: documents end to end, cu_seqlens, per-document positions; the
+// attention never crosses documents). Bins hold at most
+// max_tokens_per_micro_batch tokens (and, when micro_batch_size > 0, at most
+// that many documents). The visiting order is cut into windows of
+// packing_window documents (0 = the whole epoch); each window is packed on
+// its own, its bins emitted in the order they were opened:
+//   - next_fit: a document joins the open bin or closes it (only the newest
+//     bin is ever tried: the shuffled order is kept exactly);
+//   - first_fit: a document joins the first bin of its window with room
+//     (tighter bins, the order is kept within a window);
+//   - first_fit_decreasing: the window is sorted longest first, then
+//     first_fit (tightest; long documents lead each window).
+// In every case:
+//   - every bin holds <= budget tokens, except a bin holding exactly one
+//     document that alone exceeds the budget: such a document is never split
+//     or dropped, it gets a bin of its own;
+//   - the largest micro-batch is max(budget, longest kept document), and
+//     max_sample_tokens caps the second: longer documents keep their first
+//     max_sample_tokens tokens (counted in Batch::truncated);
+//   - every kept document is placed exactly once per epoch.
+//
+// Padded: bins are micro_batch_size consecutive documents; each is one row,
+// padded with pad_id to the longest row of its micro-batch, or to seq_len
+// when that is set (longer documents are then truncated to seq_len). Padding
+// tokens have no target and are counted in Batch::padding; a row stays one
+// cu_seqlens segment so the attention costs what a dense (B, L) batch costs.
+//
+// Steps and ranks. A step consumes the next world_size * grad_accum bins of
+// the stream of epochs (a step may end one epoch and start the next, so
+// every rank gets exactly grad_accum micro-batches per step without
+// splitting, dropping or inventing samples). Those bins are dealt to ranks
+// by cost (tokens including padding): sorted by cost, they form grad_accum
+// rounds of world_size similar bins; in each round the costliest bin goes to
+// the rank with the least work so far. So the k-th micro-batches of all
+// ranks are alike (ZeRO-3 synchronizes every micro-batch) and each rank's
+// step total is balanced as well as whole bins allow. The set of bins a step
+// trains on depends only on (seed, epoch, options) and world_size *
+// grad_accum, so 1 rank with grad_accum 4 trains on the same data per step as
+// 4 ranks with grad_accum 1. All ranks compute the same plan without
+// communicating; each reads only its own documents.
+//
+// The Cursor (epoch, position = bins of that epoch already consumed, all
+// ranks together) is the whole resumable state: saved with a checkpoint and
+// restored with set_cursor(), the batcher continues with the identical
+// sequence, given the same dataset and options.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "data/token_dataset.h"
+#include "model/batch.h"
+
+namespace headroom {
+
+struct BatchOptions {
+  enum class Mode : uint8_t { kPacked, kPadded };
+  enum class Packing : uint8_t { kNextFit, kFirstFit, kFirstFitDecreasing };
+
+  Mode mode = Mode::kPacked;
+  Packing packing = Packing::kFirstFit;
+  int64_t packing_window = 0;                 // documents per packing window; 0 = the epoch
+  int64_t max_tokens_per_micro_batch = 2048;  // packed: the bin's token budget
+  int64_t micro_batch_size = 0;   // padded: rows per micro-batch (>= 1); packed: 0 = no cap
+  int64_t seq_len = 0;            // padded: every row this long; 0 = the longest row
+  int32_t pad_id = 0;             // padded: the token of padding (it is never a target)
+  int grad_accum = 1;             // micro-batches per rank per step
+  int64_t max_sample_tokens = 0;  // longer documents are truncated; 0 = never
+  bool shuffle = true;
+  uint64_t seed = 1234;
+  int world_size = 1;
+  int rank = 0;
+};
+
+struct Cursor {
+  int64_t epoch = 0;
+  int64_t position = 0;  // bins of `epoch` consumed so far, by all ranks together
+
+  bool operator==(const Cursor&) const = default;
+};
+
+// One micro-batch of the schedule, described without reading its tokens.
+struct MicroBatchPlan {
+  int64_t epoch = 0;
+  int64_t bin = 0;                 // index of the bin within its epoch
+  std::vector<int64_t> documents;  // dataset indices, in batch order
+  int64_t tokens = 0;              // including padding
+  int64_t padding = 0;
+  int64_t longest = 0;    // tokens of the longest document, after truncation
+  int64_t truncated = 0;  // documents cut to max_sample_tokens (or seq_len)
+};
+
+// The packing rules on their own, over documents of `lengths` (each >= 1) in
+// the given order: bins closed by `budget` and, when `max_documents` > 0, by
+// count. Returns, for each document, the bin it joins; bins are numbered in
+// the order they were opened.
+std::vector<int64_t> next_fit(std::span<const int64_t> lengths, int64_t budget,
+                              int64_t max_documents = 0);
+std::vector<int64_t> first_fit(std::span<const int64_t> lengths, int64_t budget,
+                               int64_t max_documents = 0);
+
+// One epoch's bins, computed from document lengths alone.
+struct EpochBins {
+  std::vector<int64_t> order;       // documents, bin after bin
+  std::vector<int64_t> bin_starts;  // into `order`; bins + 1 entries
+  std::vector<int64_t> bin_cost;    // tokens of each bin, padding included
+  int64_t num_bins() const { return static_cast<int64_t>(bin_starts.size()) - 1; }
+};
+
+// The documents of `kept` in the visiting order of `epoch`: permuted by
+// (options.seed, epoch), or as given without options.shuffle.
+std::vector<int64_t> visiting_order(std::span<const int64_t> kept, const BatchOptions& options,
+                                    int64_t epoch);
+
+// Groups `visit` (documents in visiting order) into the bins of the header
+// comment by options.mode, packing, packing_window, max_tokens_per_micro_batch,
+// micro_batch_size and seq_len. `length[d]` is document d's length as batched
+// (after truncation), >= 1 for every visited d.
+EpochBins make_bins(std::vector<int64_t> visit, std::span<const int64_t> length,
+                    const BatchOptions& options);
+
+// Deals `costs` (one step's bins) to `world_size` ranks, grad_accum =
+// costs.size() / world_size each, as the header comment describes. Returns
+// [rank][k] = index into costs. costs.size() must be a multiple of world_size.
+std::vector<std::vector<int64_t>> deal_by_cost(std::span<const int64_t> costs, int world_size);
+
+class Batcher {
+ public:
+  // Keeps a reference to `dataset`, which must outlive the batcher. Throws
+  // UsageError for impossible options or a dataset with no non-empty document.
+  Batcher(const TokenDataset& dataset, BatchOptions options);
+
+  // This rank's grad_accum micro-batches of the next step.
+  std::vector<Batch> next_step();
+
+  // The next step for every rank, [rank][micro-batch], without reading any
+  // token; advances the cursor as next_step() does. For `headroom data
+  // batches` and the planner.
+  std::vector<std::vector<MicroBatchPlan>> next_step_plan();
+
+  // Reads and assembles one planned micro-batch.
+  Batch build(const MicroBatchPlan& plan) const;
+
+  // Where the next step starts. Always normalized: position < bins of epoch.
+  Cursor cursor() const { return cursor_; }
+  // Resumes at `cursor`; a cursor this dataset and these options cannot have
+  // produced (position past the epoch's bins) is a UsageError.
+  void set_cursor(Cursor cursor);
+
+  // The plan of an epoch, for all ranks: its bins as document indices in
+  // batch order, bins in stream order. What tests inspect without tokens.
+  std::vector<std::vector<int64_t>> epoch_bins(int64_t epoch) const;
+
+  const BatchOptions& options() const { return options_; }
+  // Documents placed each epoch (those with at least one token).
+  int64_t num_kept_documents() const { return static_cast<int64_t>(kept_.size()); }
+  // Tokens of `document` as batched: after max_sample_tokens (and seq_len).
+  int64_t batched_length(int64_t document) const;
+
+ private:
+  struct EpochPlan : EpochBins {
+    int64_t epoch = -1;
+  };
+
+  std::shared_ptr<const EpochPlan> plan_epoch(int64_t epoch) const;
+  MicroBatchPlan describe(const EpochPlan& plan, int64_t bin) const;
+
+  const TokenDataset& dataset_;
+  BatchOptions options_;
+  int64_t truncate_at_ = 0;      // max_sample_tokens, or seq_len in padded mode; 0 = never
+  std::vector<int64_t> length_;  // (documents) batched_length of each
+  std::vector<int64_t> kept_;    // documents with at least one token, in file order
+  std::shared_ptr<const EpochPlan> plan_;  // the plan of cursor_.epoch
+  Cursor cursor_;
+};
+
+}  // namespace headroom

@@ -1,0 +1,678 @@
+// Batcher: the packing rules, padding, the dealing of bins to ranks, their
+// invariants as properties over random length distributions and options, and
+// exact resumption from a cursor.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "data/batcher.h"
+#include "data/token_dataset.h"
+#include "data/token_dataset_writer.h"
+#include "data_test_util.h"
+
+namespace headroom {
+namespace {
+
+using testing::expect_contains;
+using testing::TempDir;
+using testing::usage_error;
+
+// Token t of document d. The first token is d itself, so a packed segment
+// names its document; the rest make every position checkable.
+constexpr int64_t kVocab = int64_t{1} << 24;
+int32_t token_of(int64_t d, int64_t t) {
+  return static_cast<int32_t>((d + 7919 * t) % kVocab);
+}
+uint8_t mask_of(int64_t d, int64_t t) {
+  return (d * 31 + t) % 3 != 0 ? 1 : 0;
+}
+
+// A dataset of documents with the given lengths, written to a temp folder.
+struct Corpus {
+  TempDir dir;
+  std::vector<int64_t> lengths;
+  bool with_mask = false;
+  TokenDataset dataset;
+
+  Corpus(std::vector<int64_t> lengths_in, bool mask)
+      : lengths(std::move(lengths_in)), with_mask(mask), dataset(write(dir, lengths, mask)) {}
+
+  static TokenDataset write(const TempDir& dir, const std::vector<int64_t>& lengths, bool mask) {
+    TokenDatasetAttributes attributes;
+    attributes.vocab_size = kVocab;
+    attributes.tokenizer = "test";
+    attributes.created_by = "test_batcher";
+    const std::string path = dir.file("corpus.h5");
+    TokenDatasetWriter writer(path, attributes, mask);
+    for (size_t d = 0; d < lengths.size(); ++d) {
+      std::vector<int32_t> tokens;
+      std::vector<uint8_t> masks;
+      for (int64_t t = 0; t < lengths[d]; ++t) {
+        tokens.push_back(token_of(static_cast<int64_t>(d), t));
+        masks.push_back(mask_of(static_cast<int64_t>(d), t));
+      }
+      writer.append_document(tokens,
+                             mask ? std::span<const uint8_t>(masks) : std::span<const uint8_t>());
+    }
+    writer.finish();
+    return TokenDataset::open(path, kVocab);
+  }
+
+  int64_t packed_length(int64_t d, const BatchOptions& o) const {
+    int64_t cap = o.max_sample_tokens;
+    if (o.mode == BatchOptions::Mode::kPadded && o.seq_len > 0)
+      cap = cap > 0 ? std::min(cap, o.seq_len) : o.seq_len;
+    const int64_t length = lengths[static_cast<size_t>(d)];
+    return cap > 0 ? std::min(length, cap) : length;
+  }
+};
+
+// Checks one micro-batch against the corpus, from first principles, and
+// returns the documents it holds in order.
+std::vector<int64_t> check_batch(const Batch& b, const Corpus& c, const BatchOptions& o) {
+  std::vector<int64_t> documents;
+  const int64_t T = b.size();
+  EXPECT_EQ(b.targets.size(), b.tokens.size());
+  EXPECT_EQ(b.positions.size(), b.tokens.size());
+  EXPECT_GE(b.cu_seqlens.size(), 2u) << "a micro-batch holds at least one document";
+  if (b.cu_seqlens.size() < 2 || b.targets.size() != b.tokens.size()) return documents;
+  EXPECT_EQ(b.cu_seqlens.front(), 0);
+  EXPECT_EQ(b.cu_seqlens.back(), T);
+  int64_t counted = 0;
+  int64_t longest = 0;
+  int64_t truncated = 0;
+  const bool padded = o.mode == BatchOptions::Mode::kPadded;
+  int64_t padding = 0;
+  for (size_t i = 0; i + 1 < b.cu_seqlens.size(); ++i) {
+    const int64_t start = b.cu_seqlens[i];
+    const int64_t row = b.cu_seqlens[i + 1] - start;
+    int64_t length = row;
+    EXPECT_GT(length, 0) << "cu_seqlens must increase";
+    if (length <= 0) return documents;
+    const int64_t d = b.tokens[static_cast<size_t>(start)];
+    EXPECT_LT(d, static_cast<int64_t>(c.lengths.size()));
+    if (d >= static_cast<int64_t>(c.lengths.size())) return documents;
+    documents.push_back(d);
+    if (padded) {
+      length = c.packed_length(d, o);
+      EXPECT_GE(row, length) << "document " << d;
+      if (o.seq_len > 0) {
+        EXPECT_EQ(row, o.seq_len) << "padded to seq_len";
+      }
+      for (int64_t t = length; t < row; ++t) {
+        const size_t i_t = static_cast<size_t>(start + t);
+        EXPECT_EQ(b.tokens[i_t], o.pad_id);
+        EXPECT_EQ(b.targets[i_t], -1) << "padding is never a target";
+        EXPECT_EQ(b.positions[i_t], t);
+      }
+      padding += row - length;
+    }
+    EXPECT_EQ(length, c.packed_length(d, o)) << "document " << d;
+    truncated += length < c.lengths[static_cast<size_t>(d)];
+    longest = std::max(longest, length);
+    for (int64_t t = 0; t < length; ++t) {
+      const size_t i_t = static_cast<size_t>(start + t);
+      EXPECT_EQ(b.tokens[i_t], token_of(d, t));
+      EXPECT_EQ(b.positions[i_t], t);
+      int32_t target = -1;  // the last token of a document predicts nothing
+      if (t + 1 < length && (!c.with_mask || mask_of(d, t + 1))) target = token_of(d, t + 1);
+      EXPECT_EQ(b.targets[i_t], target) << "document " << d << " position " << t;
+      counted += target != -1;
+    }
+  }
+  EXPECT_EQ(b.counted, counted);
+  EXPECT_EQ(b.longest, longest);
+  EXPECT_EQ(b.truncated, truncated);
+  EXPECT_EQ(b.padding, padding);
+  if (padded) {
+    EXPECT_LE(static_cast<int64_t>(documents.size()), o.micro_batch_size);
+    if (o.seq_len == 0) {
+      EXPECT_EQ(T, static_cast<int64_t>(documents.size()) * longest)
+          << "rows are padded to the longest";
+    }
+    return documents;
+  }
+  EXPECT_EQ(b.padding, 0);
+  const bool alone_and_oversize = documents.size() == 1 && T > o.max_tokens_per_micro_batch;
+  EXPECT_TRUE(T <= o.max_tokens_per_micro_batch || alone_and_oversize)
+      << T << " tokens in " << documents.size() << " documents over a budget of "
+      << o.max_tokens_per_micro_batch;
+  return documents;
+}
+
+void expect_same_batch(const Batch& a, const Batch& b) {
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.targets, b.targets);
+  EXPECT_EQ(a.positions, b.positions);
+  EXPECT_EQ(a.cu_seqlens, b.cu_seqlens);
+  EXPECT_EQ(a.counted, b.counted);
+  EXPECT_EQ(a.longest, b.longest);
+  EXPECT_EQ(a.truncated, b.truncated);
+}
+
+// The obvious first fit, to check the tree-based one against.
+std::vector<int64_t> first_fit_by_scanning(const std::vector<int64_t>& lengths, int64_t budget,
+                                           int64_t max_documents) {
+  std::vector<int64_t> bin_of;
+  std::vector<int64_t> tokens, documents;
+  for (int64_t length : lengths) {
+    size_t bin = 0;
+    while (bin < tokens.size() && (tokens[bin] + length > budget ||
+                                   (max_documents > 0 && documents[bin] == max_documents)))
+      ++bin;
+    if (bin == tokens.size()) {
+      tokens.push_back(0);
+      documents.push_back(0);
+    }
+    tokens[bin] += length;
+    documents[bin] += 1;
+    bin_of.push_back(static_cast<int64_t>(bin));
+  }
+  return bin_of;
+}
+
+TEST(NextFit, ClosesTheOpenBinWhenTheNextDocumentDoesNotFit) {
+  const std::vector<int64_t> lengths = {3, 4, 5, 20, 2, 2, 9, 1, 10};
+  // [3 4] [5] [20] alone and oversize, [2 2] [9 1] full to the budget, [10]
+  EXPECT_EQ(next_fit(lengths, 10), (std::vector<int64_t>{0, 0, 1, 2, 3, 3, 4, 4, 5}));
+  EXPECT_TRUE(next_fit(std::vector<int64_t>{}, 10).empty());
+  EXPECT_EQ(next_fit(std::vector<int64_t>{7, 7}, 1), (std::vector<int64_t>{0, 1}));
+  // At most two documents per bin (batch.micro_batch_size = 2).
+  EXPECT_EQ(next_fit(std::vector<int64_t>{1, 1, 1, 1, 1}, 10, 2),
+            (std::vector<int64_t>{0, 0, 1, 1, 2}));
+}
+
+TEST(FirstFit, GoesBackToTheFirstBinWithRoom) {
+  const std::vector<int64_t> lengths = {3, 4, 5, 20, 2, 2, 9, 1, 10};
+  // 3+4 → bin 0; 5 → bin 1; 20 → bin 2 (oversize, closed); 2 → bin 0 (9);
+  // 2 → bin 1 (7); 9 → bin 3; 1 → bin 0 (10); 10 → bin 4
+  EXPECT_EQ(first_fit(lengths, 10), (std::vector<int64_t>{0, 0, 1, 2, 0, 1, 3, 0, 4}));
+  EXPECT_EQ(first_fit(std::vector<int64_t>{1, 1, 1, 1, 1}, 10, 2),
+            (std::vector<int64_t>{0, 0, 1, 1, 2}));
+}
+
+TEST(FirstFit, AgreesWithScanningOnRandomLengths) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t budget = 1 + static_cast<int64_t>(rng() % 300);
+    const int64_t cap = rng() % 3 == 0 ? 1 + static_cast<int64_t>(rng() % 6) : 0;
+    std::vector<int64_t> lengths(rng() % 500);
+    for (int64_t& l : lengths)
+      l = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(rng() % 2 ? budget : 2 * budget));
+    ASSERT_EQ(first_fit(lengths, budget, cap), first_fit_by_scanning(lengths, budget, cap))
+        << "trial " << trial;
+  }
+}
+
+TEST(DealByCost, EveryRankGetsItsShareAndTheLoadsStayWithinOneBin) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int world = 1 + static_cast<int>(rng() % 8);
+    const int accum = 1 + static_cast<int>(rng() % 6);
+    std::vector<int64_t> costs(static_cast<size_t>(world * accum));
+    for (int64_t& c : costs)
+      c = rng() % 5 == 0 ? 20000 + static_cast<int64_t>(rng() % 5000)
+                         : 1 + static_cast<int64_t>(rng() % 8000);
+    const std::vector<std::vector<int64_t>> dealt = deal_by_cost(costs, world);
+    ASSERT_EQ(dealt.size(), static_cast<size_t>(world));
+    std::vector<int64_t> seen;
+    std::vector<int64_t> load;
+    for (const std::vector<int64_t>& rank : dealt) {
+      ASSERT_EQ(rank.size(), static_cast<size_t>(accum)) << "grad_accum micro-batches per rank";
+      int64_t sum = 0;
+      for (int64_t j : rank) {
+        seen.push_back(j);
+        sum += costs[static_cast<size_t>(j)];
+      }
+      load.push_back(sum);
+    }
+    std::sort(seen.begin(), seen.end());
+    for (size_t j = 0; j < seen.size(); ++j)
+      ASSERT_EQ(seen[j], static_cast<int64_t>(j)) << "every bin dealt exactly once";
+    const int64_t max_cost = *std::max_element(costs.begin(), costs.end());
+    const auto [lightest, heaviest] = std::minmax_element(load.begin(), load.end());
+    EXPECT_LE(*heaviest - *lightest, max_cost) << "trial " << trial;
+    // Round k holds the k-th micro-batch of every rank: all of round k cost
+    // at least as much as any of round k + 1.
+    for (int k = 0; k + 1 < accum; ++k)
+      for (int r = 0; r < world; ++r)
+        for (int q = 0; q < world; ++q)
+          EXPECT_GE(costs[static_cast<size_t>(dealt[r][k])],
+                    costs[static_cast<size_t>(dealt[q][k + 1])]);
+  }
+}
+
+TEST(DealByCost, SeedOnesLongSampleIsNotStackedOnOneRank) {
+  // Two ranks, two micro-batches each: a 24k bin, three 8k bins. Round-robin
+  // in stream order could give one rank 24k + 8k; cost dealing gives the 24k
+  // rank the smallest of the rest.
+  const std::vector<int64_t> costs = {8000, 24000, 8100, 7900};
+  const std::vector<std::vector<int64_t>> dealt = deal_by_cost(costs, 2);
+  EXPECT_EQ(dealt[0], (std::vector<int64_t>{1, 3}));  // 24000 + 7900
+  EXPECT_EQ(dealt[1], (std::vector<int64_t>{2, 0}));  // 8100 + 8000
+}
+
+TEST(Batcher, OversizeDocumentsGetABinOfTheirOwnAndTruncationIsCounted) {
+  Corpus c({5, 30, 5, 5, 12}, false);
+  BatchOptions o;
+  o.max_tokens_per_micro_batch = 10;
+  o.shuffle = false;
+  o.packing = BatchOptions::Packing::kNextFit;
+  Batcher batcher(c.dataset, o);
+  EXPECT_EQ(batcher.epoch_bins(0), (std::vector<std::vector<int64_t>>{{0}, {1}, {2, 3}, {4}}));
+  std::vector<Batch> step = batcher.next_step();
+  ASSERT_EQ(step.size(), 1u);
+  step = batcher.next_step();
+  EXPECT_EQ(step[0].size(), 30) << "the 30-token document is neither split nor dropped";
+  EXPECT_EQ(step[0].truncated, 0);
+
+  o.packing = BatchOptions::Packing::kFirstFit;  // the 5 at 2 joins the 5 at 0
+  EXPECT_EQ(Batcher(c.dataset, o).epoch_bins(0),
+            (std::vector<std::vector<int64_t>>{{0, 2}, {1}, {3}, {4}}));
+
+  o.max_sample_tokens = 8;  // now every document fits; the 30 and the 12 are cut to 8
+  o.packing = BatchOptions::Packing::kNextFit;
+  Batcher capped(c.dataset, o);
+  EXPECT_EQ(capped.epoch_bins(0), (std::vector<std::vector<int64_t>>{{0}, {1}, {2, 3}, {4}}));
+  capped.next_step();
+  Batch cut = capped.next_step()[0];
+  EXPECT_EQ(cut.size(), 8);
+  EXPECT_EQ(cut.truncated, 1);
+  EXPECT_EQ(cut.targets.back(), -1) << "a truncated document's last token predicts nothing";
+  check_batch(cut, c, o);
+}
+
+TEST(Batcher, FirstFitDecreasingSortsEachWindowLongestFirst) {
+  Corpus c({2, 9, 4, 7, 1, 6, 8, 3}, false);
+  BatchOptions o;
+  o.max_tokens_per_micro_batch = 10;
+  o.shuffle = false;
+  o.packing = BatchOptions::Packing::kFirstFitDecreasing;
+  o.packing_window = 4;
+  // Window {2 9 4 7} sorted: 9 7 4 2 → [9] [7 2] [4]... first fit: 9→b0,
+  // 7→b1, 4→b2, 2→b1 (7+2). Window {1 6 8 3} sorted: 8 6 3 1 → [8 1] [6 3].
+  EXPECT_EQ(Batcher(c.dataset, o).epoch_bins(0),
+            (std::vector<std::vector<int64_t>>{{1}, {3, 0}, {2}, {6, 4}, {5, 7}}));
+  o.packing_window = 0;  // the whole epoch: 9 8 7 6 4 3 2 1
+  EXPECT_EQ(Batcher(c.dataset, o).epoch_bins(0),
+            (std::vector<std::vector<int64_t>>{{1, 4}, {6, 0}, {3, 7}, {5, 2}}));
+}
+
+TEST(Batcher, PaddedRowsArePaddedToTheLongestOrToSeqLen) {
+  Corpus c({5, 3, 8, 2, 4}, true);
+  BatchOptions o;
+  o.mode = BatchOptions::Mode::kPadded;
+  o.micro_batch_size = 2;
+  o.shuffle = false;
+  o.pad_id = 77;
+  Batcher batcher(c.dataset, o);
+  EXPECT_EQ(batcher.epoch_bins(0), (std::vector<std::vector<int64_t>>{{0, 1}, {2, 3}, {4}}));
+  Batch b = batcher.next_step()[0];
+  EXPECT_EQ(b.size(), 10);
+  EXPECT_EQ(b.padding, 2);
+  EXPECT_EQ(b.cu_seqlens, (std::vector<int32_t>{0, 5, 10}));
+  check_batch(b, c, o);
+  b = batcher.next_step()[0];
+  EXPECT_EQ(b.size(), 16);
+  EXPECT_EQ(b.padding, 6);
+  check_batch(b, c, o);
+  b = batcher.next_step()[0];
+  EXPECT_EQ(b.size(), 4) << "the epoch's last micro-batch has the rows that are left";
+  EXPECT_EQ(b.padding, 0);
+
+  o.seq_len = 4;  // every row 4 tokens: the 5 and the 8 are cut, the others padded
+  Batcher fixed(c.dataset, o);
+  b = fixed.next_step()[0];
+  EXPECT_EQ(b.cu_seqlens, (std::vector<int32_t>{0, 4, 8}));
+  EXPECT_EQ(b.truncated, 1);
+  EXPECT_EQ(b.padding, 1);
+  check_batch(b, c, o);
+}
+
+// Options drawn at random; lengths from one of several shapes.
+struct Trial {
+  BatchOptions options;
+  std::vector<int64_t> lengths;
+  int shape = 0;
+};
+
+Trial random_trial(std::mt19937_64& rng) {
+  auto below = [&rng](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(n)); };
+  Trial t;
+  BatchOptions& o = t.options;
+  o.mode = below(4) == 0 ? BatchOptions::Mode::kPadded : BatchOptions::Mode::kPacked;
+  o.packing = static_cast<BatchOptions::Packing>(below(3));
+  o.packing_window = below(2) ? 0 : 1 + below(40);
+  o.max_tokens_per_micro_batch = 1 + below(200);
+  o.grad_accum = 1 + static_cast<int>(below(4));
+  o.world_size = 1 + static_cast<int>(below(4));
+  o.max_sample_tokens = below(2) ? 0 : 1 + below(150);
+  if (o.mode == BatchOptions::Mode::kPadded) {
+    o.micro_batch_size = 1 + below(6);
+    o.seq_len = below(2) ? 0 : 1 + below(100);
+    o.pad_id = static_cast<int32_t>(below(100));
+  } else {
+    o.micro_batch_size = below(3) == 0 ? 1 + below(5) : 0;
+  }
+  o.shuffle = below(4) != 0;
+  o.seed = rng();
+  const int64_t budget = o.max_tokens_per_micro_batch;
+  const int64_t n = 1 + below(300);
+  t.shape = static_cast<int>(below(5));
+  for (int64_t d = 0; d < n; ++d) {
+    switch (t.shape) {
+      case 0:  // short documents, many per bin
+        t.lengths.push_back(1 + below(50));
+        break;
+      case 1:  // heavy tail: mostly short, some far over the budget
+        t.lengths.push_back(below(10) == 0 ? budget + below(4 * budget) : 1 + below(budget));
+        break;
+      case 2:  // everything oversize
+        t.lengths.push_back(budget + 1 + below(100));
+        break;
+      case 3:  // empty and one-token documents mixed in
+        t.lengths.push_back(below(3) == 0 ? 0 : below(3) == 0 ? 1 : below(2 * budget));
+        break;
+      default:  // exactly the budget
+        t.lengths.push_back(budget);
+        break;
+    }
+  }
+  if (std::all_of(t.lengths.begin(), t.lengths.end(), [](int64_t l) { return l == 0; }))
+    t.lengths[0] = 1;
+  return t;
+}
+
+TEST(Batcher, PropertiesOverRandomCorporaAndOptions) {
+  std::mt19937_64 rng(20260905);
+  for (int trial = 0; trial < 60; ++trial) {
+    const Trial t = random_trial(rng);
+    const BatchOptions& o = t.options;
+    const bool padded = o.mode == BatchOptions::Mode::kPadded;
+    const int64_t budget = o.max_tokens_per_micro_batch;
+    const int64_t n = static_cast<int64_t>(t.lengths.size());
+    Corpus c(t.lengths, trial % 2 == 0);
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": " + (padded ? "padded" : "packed") +
+                 ", packing " + std::to_string(static_cast<int>(o.packing)) + ", window " +
+                 std::to_string(o.packing_window) + ", budget " + std::to_string(budget) +
+                 ", grad_accum " + std::to_string(o.grad_accum) + ", world_size " +
+                 std::to_string(o.world_size) + ", max_sample_tokens " +
+                 std::to_string(o.max_sample_tokens) + ", micro_batch_size " +
+                 std::to_string(o.micro_batch_size) + ", seq_len " + std::to_string(o.seq_len) +
+                 ", shape " + std::to_string(t.shape) + ", documents " + std::to_string(n));
+
+    std::vector<Batcher> ranks;
+    for (int r = 0; r < o.world_size; ++r) {
+      BatchOptions mine = o;
+      mine.rank = r;
+      ranks.emplace_back(c.dataset, mine);
+    }
+    Batcher planner(c.dataset, o);
+    std::vector<int64_t> kept;
+    for (int64_t d = 0; d < n; ++d)
+      if (t.lengths[static_cast<size_t>(d)] > 0) kept.push_back(d);
+    ASSERT_EQ(ranks[0].num_kept_documents(), static_cast<int64_t>(kept.size()));
+
+    const int epochs = 3;
+    std::vector<std::vector<std::vector<int64_t>>> plans;
+    int64_t planned_bins = 0;
+    for (int e = 0; e < epochs; ++e) {
+      plans.push_back(ranks[0].epoch_bins(e));
+      planned_bins += static_cast<int64_t>(plans.back().size());
+      EXPECT_EQ(plans.back(), ranks[o.world_size - 1].epoch_bins(e)) << "ranks disagree";
+    }
+    // The stream of bins, epoch after epoch, as (epoch, bin).
+    std::vector<std::pair<int64_t, int64_t>> stream;
+    for (int e = 0; e < epochs; ++e)
+      for (size_t b = 0; b < plans[static_cast<size_t>(e)].size(); ++b)
+        stream.emplace_back(e, static_cast<int64_t>(b));
+    const size_t per_step = static_cast<size_t>(o.world_size) * o.grad_accum;
+    for (size_t consumed = 0; consumed + per_step <= stream.size(); consumed += per_step) {
+      const std::vector<std::vector<MicroBatchPlan>> plan = planner.next_step_plan();
+      std::vector<std::pair<int64_t, int64_t>> step_bins;
+      std::vector<int64_t> rank_tokens;
+      for (int r = 0; r < o.world_size; ++r) {
+        const std::vector<Batch> got = ranks[static_cast<size_t>(r)].next_step();
+        const std::vector<MicroBatchPlan>& mine = plan[static_cast<size_t>(r)];
+        ASSERT_EQ(got.size(), static_cast<size_t>(o.grad_accum))
+            << "every rank gets grad_accum micro-batches per step";
+        ASSERT_EQ(mine.size(), got.size());
+        int64_t tokens = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          const std::vector<int64_t> documents = check_batch(got[i], c, o);
+          EXPECT_EQ(documents, mine[i].documents) << "rank " << r << " built what was planned";
+          EXPECT_EQ(documents,
+                    plans[static_cast<size_t>(mine[i].epoch)][static_cast<size_t>(mine[i].bin)]);
+          EXPECT_EQ(got[i].size(), mine[i].tokens);
+          EXPECT_EQ(got[i].padding, mine[i].padding);
+          tokens += got[i].size();
+          step_bins.emplace_back(mine[i].epoch, mine[i].bin);
+        }
+        rank_tokens.push_back(tokens);
+      }
+      if (::testing::Test::HasFailure()) return;
+      // The step trained on exactly the next world_size * grad_accum bins.
+      std::sort(step_bins.begin(), step_bins.end());
+      EXPECT_TRUE(std::equal(step_bins.begin(), step_bins.end(),
+                             stream.begin() + static_cast<std::ptrdiff_t>(consumed)));
+      int64_t largest = 0;
+      for (const std::vector<MicroBatchPlan>& rank : plan)
+        for (const MicroBatchPlan& mb : rank)
+          largest = std::max(largest, mb.tokens);
+      const auto [lightest, heaviest] = std::minmax_element(rank_tokens.begin(), rank_tokens.end());
+      EXPECT_LE(*heaviest - *lightest, largest) << "ranks balanced within one micro-batch";
+    }
+    for (Batcher& rank : ranks)
+      EXPECT_EQ(rank.cursor(), planner.cursor());
+
+    std::vector<std::vector<int64_t>> orders;
+    for (int e = 0; e < epochs; ++e) {
+      const std::vector<std::vector<int64_t>>& plan = plans[static_cast<size_t>(e)];
+      std::vector<int64_t> order;
+      for (size_t b = 0; b < plan.size(); ++b) {
+        const std::vector<int64_t>& bin = plan[b];
+        order.insert(order.end(), bin.begin(), bin.end());
+        const int64_t cap = o.micro_batch_size;
+        if (cap > 0) {
+          EXPECT_LE(static_cast<int64_t>(bin.size()), cap) << "epoch " << e << " bin " << b;
+        }
+        if (padded) {
+          if (b + 1 < plan.size()) {
+            EXPECT_EQ(static_cast<int64_t>(bin.size()), cap) << "only the last bin is short";
+          }
+          continue;
+        }
+        int64_t tokens = 0;
+        for (int64_t d : bin)
+          tokens += c.packed_length(d, o);
+        EXPECT_TRUE(tokens <= budget || bin.size() == 1) << "epoch " << e << " bin " << b;
+        // Next fit closes a bin only because the next document did not fit
+        // (or it holds as many documents as allowed) or its window ended.
+        if (o.packing == BatchOptions::Packing::kNextFit && o.packing_window == 0 &&
+            b + 1 < plan.size() && (cap == 0 || static_cast<int64_t>(bin.size()) < cap)) {
+          EXPECT_GT(tokens + c.packed_length(plan[b + 1].front(), o), budget)
+              << "epoch " << e << " bin " << b << " closed with room for the next document";
+        }
+        // Without shuffle, windows are runs of kept documents: a bin never
+        // mixes two.
+        if (!o.shuffle && o.packing_window > 0) {
+          auto window_of = [&](int64_t d) {
+            return (std::lower_bound(kept.begin(), kept.end(), d) - kept.begin()) /
+                   o.packing_window;
+          };
+          for (int64_t d : bin)
+            EXPECT_EQ(window_of(d), window_of(bin.front())) << "epoch " << e << " bin " << b;
+        }
+      }
+      std::vector<int64_t> sorted = order;
+      std::sort(sorted.begin(), sorted.end());
+      EXPECT_EQ(sorted, kept) << "epoch " << e << ": not every document exactly once";
+      if (!o.shuffle && (padded || o.packing == BatchOptions::Packing::kNextFit)) {
+        EXPECT_EQ(order, kept) << "without shuffle, file order";
+      }
+      orders.push_back(order);
+    }
+    if (o.shuffle && kept.size() >= 10) {
+      EXPECT_NE(orders[0], orders[1]) << "each epoch has its own permutation";
+    }
+  }
+}
+
+TEST(Batcher, AStepHoldsTheSameBinsWhateverTheWorldSize) {
+  std::vector<int64_t> lengths;
+  for (int d = 0; d < 300; ++d)
+    lengths.push_back(1 + (d * 7919) % 400);
+  Corpus c(lengths, false);
+  auto step_documents = [&c](int world, int accum) {
+    BatchOptions o;
+    o.max_tokens_per_micro_batch = 512;
+    o.world_size = world;
+    o.grad_accum = accum;
+    Batcher batcher(c.dataset, o);
+    std::vector<std::vector<int64_t>> steps;
+    for (int step = 0; step < 6; ++step) {
+      std::vector<int64_t> documents;
+      for (const std::vector<MicroBatchPlan>& rank : batcher.next_step_plan())
+        for (const MicroBatchPlan& mb : rank)
+          documents.insert(documents.end(), mb.documents.begin(), mb.documents.end());
+      std::sort(documents.begin(), documents.end());
+      steps.push_back(documents);
+    }
+    return steps;
+  };
+  const auto one = step_documents(1, 4);
+  EXPECT_EQ(step_documents(2, 2), one);
+  EXPECT_EQ(step_documents(4, 1), one);
+}
+
+TEST(Batcher, ShuffleIsDeterministicBySeed) {
+  std::vector<int64_t> lengths;
+  for (int d = 0; d < 200; ++d)
+    lengths.push_back(1 + (d * 37) % 90);
+  Corpus c(lengths, false);
+  BatchOptions o;
+  o.max_tokens_per_micro_batch = 128;
+  o.seed = 5;
+  Batcher a(c.dataset, o);
+  Batcher b(c.dataset, o);
+  o.seed = 6;
+  Batcher other(c.dataset, o);
+  EXPECT_EQ(a.epoch_bins(3), b.epoch_bins(3));
+  EXPECT_NE(a.epoch_bins(0), other.epoch_bins(0));
+  for (int step = 0; step < 5; ++step)
+    expect_same_batch(a.next_step()[0], b.next_step()[0]);
+}
+
+TEST(Batcher, ResumingFromACursorGivesTheIdenticalSequence) {
+  std::vector<int64_t> lengths;
+  for (int d = 0; d < 60; ++d)
+    lengths.push_back(d % 7 == 0 ? 0 : 1 + (d * 53) % 120);
+  Corpus c(lengths, true);
+  for (int rank = 0; rank < 2; ++rank) {
+    for (BatchOptions::Mode mode : {BatchOptions::Mode::kPacked, BatchOptions::Mode::kPadded}) {
+      BatchOptions o;
+      o.mode = mode;
+      o.micro_batch_size = mode == BatchOptions::Mode::kPadded ? 3 : 0;
+      o.max_tokens_per_micro_batch = 100;
+      o.grad_accum = 3;
+      o.world_size = 2;
+      o.rank = rank;
+      o.max_sample_tokens = 90;
+      Batcher original(c.dataset, o);
+      const int64_t bins_per_epoch = static_cast<int64_t>(original.epoch_bins(0).size());
+      for (int step = 0; step < 5; ++step)
+        original.next_step();
+      const Cursor saved = original.cursor();
+      EXPECT_LT(saved.position, static_cast<int64_t>(original.epoch_bins(saved.epoch).size()));
+      std::vector<std::vector<Batch>> expected;
+      Cursor before_last;
+      // Long enough to cross at least two epoch boundaries.
+      const int steps = static_cast<int>(3 * bins_per_epoch / 6) + 2;
+      for (int step = 0; step < steps; ++step) {
+        before_last = original.cursor();
+        expected.push_back(original.next_step());
+      }
+      EXPECT_GE(original.cursor().epoch, saved.epoch + 2);
+
+      Batcher resumed(c.dataset, o);
+      resumed.set_cursor(saved);
+      EXPECT_EQ(resumed.cursor(), saved);
+      for (int step = 0; step < steps; ++step) {
+        std::vector<Batch> got = resumed.next_step();
+        ASSERT_EQ(got.size(), expected[static_cast<size_t>(step)].size());
+        for (size_t i = 0; i < got.size(); ++i)
+          expect_same_batch(got[i], expected[static_cast<size_t>(step)][i]);
+      }
+      EXPECT_EQ(resumed.cursor(), original.cursor());
+      // Resuming into the middle of a later epoch works too.
+      Batcher late(c.dataset, o);
+      late.set_cursor(before_last);
+      std::vector<Batch> last = late.next_step();
+      for (size_t i = 0; i < last.size(); ++i)
+        expect_same_batch(last[i], expected.back()[i]);
+    }
+  }
+}
+
+TEST(Batcher, AStepCanSpanSeveralEpochs) {
+  Corpus c({3, 4, 2}, false);  // one bin per epoch
+  BatchOptions o;
+  o.max_tokens_per_micro_batch = 64;
+  o.grad_accum = 2;
+  o.world_size = 3;
+  o.rank = 2;
+  Batcher batcher(c.dataset, o);
+  std::vector<Batch> step = batcher.next_step();
+  ASSERT_EQ(step.size(), 2u);
+  for (const Batch& b : step)
+    EXPECT_EQ(b.size(), 9);
+  EXPECT_EQ(batcher.cursor(), (Cursor{6, 0}));
+}
+
+TEST(Batcher, RefusesImpossibleOptionsAndCursors) {
+  Corpus c({3, 4, 2, 9}, false);
+  auto make = [&c](BatchOptions o) { Batcher batcher(c.dataset, o); };
+  BatchOptions o;
+  o.max_tokens_per_micro_batch = 0;
+  expect_contains(usage_error([&] { make(o); }),
+                  "corpus.h5: batching: max_tokens_per_micro_batch = 0");
+  o = BatchOptions{};
+  o.grad_accum = 0;
+  expect_contains(usage_error([&] { make(o); }), "grad_accum = 0 must be >= 1");
+  o = BatchOptions{};
+  o.world_size = 2;
+  o.rank = 2;
+  expect_contains(usage_error([&] { make(o); }), "rank 2 of world_size 2 is not a rank");
+  o = BatchOptions{};
+  o.max_sample_tokens = -1;
+  expect_contains(usage_error([&] { make(o); }), "max_sample_tokens = -1");
+  o = BatchOptions{};
+  o.micro_batch_size = -1;
+  expect_contains(usage_error([&] { make(o); }), "micro_batch_size = -1");
+  o = BatchOptions{};
+  o.mode = BatchOptions::Mode::kPadded;
+  expect_contains(usage_error([&] { make(o); }),
+                  "micro_batch_size = 0 must be >= 1 in padded mode");
+  o = BatchOptions{};
+  o.packing_window = -3;
+  expect_contains(usage_error([&] { make(o); }), "packing_window = -3");
+
+  Batcher batcher(c.dataset, BatchOptions{});
+  expect_contains(usage_error([&] {
+                    batcher.set_cursor(Cursor{0, 1});
+                  }),
+                  "data cursor (epoch 0, position 1) is past the 1 micro-batches of that epoch");
+  expect_contains(usage_error([&] { batcher.set_cursor(Cursor{-1, 0}); }), "is negative");
+  EXPECT_EQ(batcher.cursor(), (Cursor{0, 0})) << "a refused cursor changes nothing";
+
+  Corpus empty({0, 0}, false);
+  expect_contains(usage_error([&] { Batcher(empty.dataset, BatchOptions{}); }),
+                  "corpus.h5: no document has any tokens");
+}
+
+}  // namespace
+}  // namespace headroom
