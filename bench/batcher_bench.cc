@@ -1,8 +1,8 @@
 // Batcher throughput and quality. Part 1 plans epochs of 10M documents from
 // their lengths alone (what every rank does at each epoch start): documents
 // and tokens planned per second, bins, fill of the token budget, padding, and
-// the balance of dealing steps to 8 ranks by cost against round-robin. Part 2 builds micro-batches from a
-// real HDF5 file (hyperslab reads + targets/positions): tokens per second.
+// the balance of dealing steps to 8 ranks by cost against round-robin. Part 2 builds micro-batches
+// from a real HDF5 file (hyperslab reads + targets/positions): tokens per second.
 //
 //   ./build/bench/batcher_bench [documents (default 10000000)]
 //
@@ -93,7 +93,8 @@ void plan_table(int64_t documents, const char* title, const LengthSpec& spec, in
       {"next_fit", packed(BatchOptions::Packing::kNextFit, 0)},
       {"first_fit, window 4096", packed(BatchOptions::Packing::kFirstFit, 4096)},
       {"first_fit, epoch", packed(BatchOptions::Packing::kFirstFit, 0)},
-      {"first_fit_decreasing, window 4096", packed(BatchOptions::Packing::kFirstFitDecreasing, 4096)},
+      {"first_fit_decreasing, window 4096",
+       packed(BatchOptions::Packing::kFirstFitDecreasing, 4096)},
       {"first_fit_decreasing, epoch", packed(BatchOptions::Packing::kFirstFitDecreasing, 0)},
       {"padded, 8 rows", padded},
   };
@@ -104,9 +105,8 @@ void plan_table(int64_t documents, const char* title, const LengthSpec& spec, in
       "by cost | balance round-robin |\n|---|---|---|---|---|---|---|---|---|\n");
   for (const Row& row : rows) {
     EpochBins bins;
-    const double s = median_of_3([&] {
-      bins = make_bins(visiting_order(kept, row.options, 0), length, row.options);
-    });
+    const double s = median_of_3(
+        [&] { bins = make_bins(visiting_order(kept, row.options, 0), length, row.options); });
     // Fill: tokens over the room the bins had (the budget, or an oversize
     // document's own length).
     double cost = 0, room = 0;
@@ -117,8 +117,8 @@ void plan_table(int64_t documents, const char* title, const LengthSpec& spec, in
     const bool is_padded = row.options.mode == BatchOptions::Mode::kPadded;
     char fill[32] = "-";
     if (!is_padded) std::snprintf(fill, sizeof fill, "%.1f%%", 100.0 * tokens / room);
-    std::printf("| %s | %.2f | %.2f | %.2f | %lld | %s | %.1f%% | %.1f%% | %.1f%% |\n", row.name,
-                s, static_cast<double>(documents) / s / 1e6, tokens / s / 1e9,
+    std::printf("| %s | %.2f | %.2f | %.2f | %lld | %s | %.1f%% | %.1f%% | %.1f%% |\n", row.name, s,
+                static_cast<double>(documents) / s / 1e6, tokens / s / 1e9,
                 static_cast<long long>(bins.num_bins()), fill, 100.0 * (cost - tokens) / cost,
                 100.0 * balance_of(bins, 8, 4, true), 100.0 * balance_of(bins, 8, 4, false));
   }

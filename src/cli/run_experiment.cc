@@ -22,6 +22,7 @@
 #include "report/summary.h"
 #include "trace/reader.h"
 #include "trace/writer.h"
+#include "train/train_state.h"
 #include "train/trainer.h"
 #include "util/bytes.h"
 #include "util/error.h"
@@ -153,8 +154,25 @@ int run_experiment(const RunOptions& options, RunMode mode) {
         "data.path: required: a tokenized HDF5 file (docs/data-format.md), or set "
         "data.synthesize_if_missing = true to have one made");
   const fs::path run_dir = fs::path(config.run.out_dir) / config.run.name;
+  // Resuming reads the checkpoint's state first, so a wrong folder is refused
+  // before anything is written; the resumed part of the run gets its own
+  // trace beside the earlier one, which stays as it was.
+  const std::string& resume_dir = config.checkpoint.resume_from;
+  const bool resuming = !resume_dir.empty() && !planning;
+  TrainState resume_state;
+  if (resuming) {
+    resume_state = read_train_state(resume_dir);
+    check_weights(model_config, resume_dir + "/model.safetensors");
+    if (resume_state.step >= config.run.steps)
+      throw UsageError("checkpoint.resume_from = \"" + resume_dir +
+                       "\": the checkpoint is at step " + std::to_string(resume_state.step) +
+                       ", run.steps = " + std::to_string(config.run.steps) +
+                       ": nothing left to train");
+  }
   const fs::path trace_path =
-      run_dir / (mode == RunMode::kPlan ? "plan.rank0.h5" : "trace.rank0.h5");
+      run_dir / (mode == RunMode::kPlan ? std::string("plan.rank0.h5")
+                 : resuming ? "trace.rank0.from-step-" + std::to_string(resume_state.step) + ".h5"
+                            : std::string("trace.rank0.h5"));
   if (fs::exists(trace_path) && !options.overwrite)
     throw UsageError(trace_path.string() +
                      ": exists from an earlier run; pass --overwrite to replace it, or choose "
@@ -186,8 +204,11 @@ int run_experiment(const RunOptions& options, RunMode mode) {
   fs::create_directories(run_dir, ec);
   if (ec) throw UsageError(run_dir.string() + ": cannot create run folder: " + ec.message());
   const std::string config_toml = to_toml(config);
-  write_atomically(run_dir / (mode == RunMode::kPlan ? "plan.config.toml" : "config.toml"),
-                   config_toml);
+  write_atomically(
+      run_dir / (mode == RunMode::kPlan ? std::string("plan.config.toml")
+                 : resuming ? "config.from-step-" + std::to_string(resume_state.step) + ".toml"
+                            : std::string("config.toml")),
+      config_toml);
 
   AllocatorOptions allocator_options;
   allocator_options.capacity = config.memory.device_capacity;
@@ -267,15 +288,38 @@ int run_experiment(const RunOptions& options, RunMode mode) {
     {
       PhaseScope scope(allocator, Phase::kInit);
       model.init_random(static_cast<uint64_t>(config.model.seed));
-      if (!config.model.weights.empty()) load_weights(*backend, model, config.model.weights);
+      if (resuming)
+        load_weights(*backend, model, resume_dir + "/model.safetensors");
+      else if (!config.model.weights.empty())
+        load_weights(*backend, model, config.model.weights);
     }
-    if (saving && config.checkpoint.save_initial)
-      save_checkpoint(*backend, model, (checkpoint_dir / "step-0").string());
     AdamW optimizer(*backend, model.layouts(), model.params(), adamw);
     Trainer trainer(*backend, model, optimizer, trainer_options);
+    int64_t first_step = 0;
+    if (resuming) {
+      const TrainState state = load_train_state(*backend, optimizer, resume_dir);
+      trainer.restore_counts(state.updates, state.skipped);
+      batcher.set_cursor(Cursor{state.data_epoch, state.data_position});
+      first_step = state.step;
+      std::printf("  resumed from %s: step %lld, data epoch %lld, micro-batch %lld\n",
+                  resume_dir.c_str(), static_cast<long long>(state.step),
+                  static_cast<long long>(state.data_epoch),
+                  static_cast<long long>(state.data_position));
+    }
+    // A checkpoint: the weights (HF layout) and what resuming needs.
+    auto save = [&](int64_t steps_done) {
+      const std::string dir = (checkpoint_dir / ("step-" + std::to_string(steps_done))).string();
+      save_checkpoint(*backend, model, dir);
+      const Cursor cursor = batcher.cursor();
+      save_train_state(*backend, optimizer,
+                       TrainState{steps_done, trainer.updates(), trainer.skipped_steps(),
+                                  cursor.epoch, cursor.position},
+                       dir);
+    };
+    if (saving && config.checkpoint.save_initial && !resuming) save(0);
     phase_peaks = allocator.stats().peak_allocated_by_phase;  // init, before step 0 resets it
     const auto run_start = std::chrono::steady_clock::now();
-    for (int64_t step = 0; step < config.run.steps; ++step) {
+    for (int64_t step = first_step; step < config.run.steps; ++step) {
       std::vector<Batch> micro_batches = batcher.next_step();
       StepRecord record = trainer.step(step, micro_batches);
       if (planning) {
@@ -296,12 +340,11 @@ int run_experiment(const RunOptions& options, RunMode mode) {
         trace.flush(allocator.tags());
       if (saving && config.checkpoint.save_every > 0 &&
           (step + 1) % config.checkpoint.save_every == 0)
-        save_checkpoint(*backend, model,
-                        (checkpoint_dir / ("step-" + std::to_string(step + 1))).string());
+        save(step + 1);
 
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
-      const double remaining = elapsed / static_cast<double>(step + 1) *
+      const double remaining = elapsed / static_cast<double>(step + 1 - first_step) *
                                static_cast<double>(config.run.steps - step - 1);
       if (!planning)
         std::printf("step %lld/%lld  loss %.4f  %.0f tok/s  peak %s  eta %s%s\n",

@@ -139,6 +139,7 @@ struct CheckpointSection {
   std::string dir;         // empty = <run.out_dir>/<run.name>/checkpoints
   Format format = Format::kConsolidated;
   bool save_initial = false;
+  std::string resume_from;  // a step-N checkpoint folder to continue from; empty = start afresh
 
   bool operator==(const CheckpointSection&) const = default;
 };

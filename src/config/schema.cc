@@ -491,6 +491,11 @@ std::vector<ConfigKey> build_schema() {
              "\"sharded\": each rank writes its own shard. \"consolidated\": one file with "
              "Hugging Face tensor names."),
       boolean(HR_FIELD(checkpoint.save_initial), "Also save before the first step."),
+      string(HR_FIELD(checkpoint.resume_from),
+             "A checkpoint folder (<checkpoint.dir>/step-N) to continue from: weights, AdamW "
+             "state, step counts and the data cursor are restored and the run goes on with step "
+             "N + 1, writing trace.rank0.from-step-N.h5 beside the earlier trace. \"\" = start "
+             "afresh."),
 
       // [optimizer]
       number(HR_FIELD(optimizer.lr), kPositive, "Peak learning rate of AdamW."),

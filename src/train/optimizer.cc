@@ -35,6 +35,17 @@ AdamW::AdamW(Backend& backend, const std::vector<GroupLayout>& layouts,
   }
 }
 
+std::vector<std::pair<std::string, Tensor*>> AdamW::state() {
+  std::vector<std::pair<std::string, Tensor*>> state;
+  for (size_t g = 0; g < layouts_.size(); ++g) {
+    state.emplace_back(layouts_[g].name + ".adam_m", &m_[g].flat);
+    state.emplace_back(layouts_[g].name + ".adam_v", &v_[g].flat);
+    if (master_[g].flat.defined())
+      state.emplace_back(layouts_[g].name + ".master", &master_[g].flat);
+  }
+  return state;
+}
+
 void AdamW::step(std::vector<FlatGroup>& grads, float lr, float grad_scale, int64_t step) {
   for (size_t g = 0; g < layouts_.size(); ++g) {
     const GroupLayout& layout = layouts_[g];

@@ -3,6 +3,8 @@
 // 4 + 4 Adam states = 16 bytes per parameter, ZeRO's 16Ψ).
 #pragma once
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -29,6 +31,11 @@ class AdamW {
   // first (clipping). Weight decay skips norm weights and biases, as the
   // Hugging Face Trainer does. `step` counts from 1 (bias correction).
   void step(std::vector<FlatGroup>& grads, float lr, float grad_scale, int64_t step);
+
+  // What a checkpoint must hold to resume exactly, as (name, fp32 flat
+  // buffer): "<group>.adam_m", "<group>.adam_v" and, for bf16 parameters,
+  // "<group>.master", in group order.
+  std::vector<std::pair<std::string, Tensor*>> state();
 
  private:
   Backend& backend_;

@@ -30,6 +30,13 @@ class Trainer {
   StepRecord step(int64_t step, const std::vector<Batch>& micro_batches);
 
   int64_t skipped_steps() const { return skipped_; }
+  // Updates applied so far (AdamW's bias-correction count).
+  int64_t updates() const { return updates_; }
+  // Continues the counts of a run resumed from a checkpoint.
+  void restore_counts(int64_t updates, int64_t skipped) {
+    updates_ = updates;
+    skipped_ = skipped;
+  }
 
  private:
   Backend& backend_;

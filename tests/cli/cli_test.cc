@@ -119,6 +119,70 @@ TEST_F(Cli, PrintConfigShowsTheResolvedConfigAndRunsNothing) {
   EXPECT_FALSE(fs::exists(dir_ / "results"));
 }
 
+TEST_F(Cli, AResumedRunContinuesExactlyWhereTheCheckpointLeftIt) {
+  for (const char* dtype : {"fp32", "bf16"}) {
+    SCOPED_TRACE(dtype);
+    const std::string common = std::string(" --set model.dtype=") + dtype +
+                               " --set run.steps=4 --set checkpoint.save_every=2"
+                               " --set batch.grad_accum=2 --set run.name=" +
+                               dtype;
+    Result straight = run("train" + common);
+    ASSERT_EQ(straight.code, 0) << straight.err;
+    const fs::path run_dir = dir_ / "results" / dtype;
+    const fs::path step2 = run_dir / "checkpoints" / "step-2";
+    for (const char* file :
+         {"model.safetensors", "config.json", "optimizer.safetensors", "trainer_state.json"})
+      EXPECT_TRUE(fs::exists(step2 / file)) << file;
+    const std::string first_trace = slurp(run_dir / "trace.rank0.h5");
+
+    Result resumed = run("train" + common + " --set checkpoint.resume_from=" + step2.string());
+    ASSERT_EQ(resumed.code, 0) << resumed.err;
+    EXPECT_NE(resumed.out.find("resumed from"), std::string::npos) << resumed.out;
+    EXPECT_EQ(slurp(run_dir / "trace.rank0.h5"), first_trace) << "the first trace is kept";
+    EXPECT_TRUE(fs::exists(run_dir / "config.toml"));
+    EXPECT_TRUE(fs::exists(run_dir / "config.from-step-2.toml"));
+    const std::vector<StepRecord> a =
+        TraceReader::open((run_dir / "trace.rank0.h5").string()).steps();
+    const std::vector<StepRecord> b =
+        TraceReader::open((run_dir / "trace.rank0.from-step-2.h5").string()).steps();
+    ASSERT_EQ(a.size(), 4u);
+    ASSERT_EQ(b.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      // Same weights, moments, counts and data: the same numbers, bit for bit.
+      EXPECT_EQ(b[i].step, a[i + 2].step);
+      EXPECT_EQ(b[i].loss, a[i + 2].loss) << "step " << b[i].step;
+      EXPECT_EQ(b[i].grad_norm, a[i + 2].grad_norm) << "step " << b[i].step;
+      EXPECT_EQ(b[i].lr, a[i + 2].lr) << "step " << b[i].step;
+      EXPECT_EQ(b[i].tokens, a[i + 2].tokens) << "step " << b[i].step;
+    }
+  }
+}
+
+TEST_F(Cli, ResumingFromAWrongFolderIsRefusedBeforeAnythingIsWritten) {
+  fs::create_directories(dir_ / "empty");
+  Result r = run("train --set run.steps=4 --set checkpoint.resume_from=empty");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("empty/trainer_state.json: cannot open"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "results" / "quickstart")) << "nothing written";
+
+  ASSERT_EQ(run("train --set run.steps=2 --set checkpoint.save_every=2").code, 0);
+  r =
+      run("train --set run.steps=2 --set run.name=again --set "
+          "checkpoint.resume_from=results/quickstart/checkpoints/step-2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("nothing left to train"), std::string::npos) << r.err;
+
+  std::ofstream(dir_ / "results/quickstart/checkpoints/step-2/trainer_state.json")
+      << R"({"format_version": 1, "step": 2, "updates": 2, "skipped": 0})";
+  r =
+      run("train --set run.steps=4 --set run.name=again --set "
+          "checkpoint.resume_from=results/quickstart/checkpoints/step-2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("trainer_state.json: missing key \"data_cursor.epoch\""), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "results" / "again"));
+}
+
 TEST_F(Cli, TrainWritesConfigAndATraceThatReportReads) {
   Result r = run("train --set run.steps=3");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -60,7 +60,8 @@ ExperimentConfig everything_changed() {
                   .save_every = 100,
                   .dir = "/ckpt",
                   .format = CheckpointSection::Format::kSharded,
-                  .save_initial = true};
+                  .save_initial = true,
+                  .resume_from = "/ckpt/step-100"};
   c.optimizer = {.lr = 1.7e-5,
                  .betas = {0.8, 0.999},
                  .eps = 1e-6,

@@ -1,0 +1,113 @@
+#include "train/train_state.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+#include "model/safetensors.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace headroom {
+
+namespace {
+
+constexpr int kFormatVersion = 1;
+
+std::string json_path(const std::string& dir) { return dir + "/trainer_state.json"; }
+std::string tensors_path(const std::string& dir) { return dir + "/optimizer.safetensors"; }
+
+int64_t integer_at(const nlohmann::json& j, const std::string& key, const std::string& file) {
+  const nlohmann::json* value = &j;
+  std::string path;
+  std::stringstream keys(key);
+  for (std::string part; std::getline(keys, part, '.');) {
+    if (!value->is_object() || !value->contains(part))
+      throw UsageError(file + ": missing key \"" + key + "\"");
+    value = &(*value)[part];
+  }
+  if (!value->is_number_integer() || value->get<int64_t>() < 0)
+    throw UsageError(file + ": \"" + key + "\" must be a non-negative integer, got " +
+                     value->dump());
+  return value->get<int64_t>();
+}
+
+}  // namespace
+
+void save_train_state(Backend& backend, AdamW& optimizer, const TrainState& state,
+                      const std::string& dir) {
+  {
+    SafetensorsWriter writer(tensors_path(dir), {{"format", "headroom-adamw"}});
+    const auto tensors = optimizer.state();
+    for (const auto& [name, tensor] : tensors)
+      writer.declare(name, DType::kF32, tensor->shape());
+    std::vector<float> host;
+    for (const auto& [name, tensor] : tensors) {
+      host.resize(static_cast<size_t>(tensor->numel()));
+      backend.copy_to_host(*tensor, host.data());
+      writer.write(name, host.data());
+    }
+    writer.finish();
+  }
+  nlohmann::ordered_json j;
+  j["format_version"] = kFormatVersion;
+  j["step"] = state.step;
+  j["updates"] = state.updates;
+  j["skipped"] = state.skipped;
+  j["data_cursor"] = {{"epoch", state.data_epoch}, {"position", state.data_position}};
+  const std::string path = json_path(dir);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump(2) << "\n";
+    if (!out.flush()) throw UsageError(tmp + ": write failed");
+  }
+  fs::rename(tmp, path);
+}
+
+TrainState read_train_state(const std::string& dir) {
+  const std::string path = json_path(dir);
+  std::ifstream in(path);
+  if (!in)
+    throw UsageError(path + ": cannot open (a checkpoint folder written with "
+                            "checkpoint.save_every holds one)");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw UsageError(path + ": not JSON: " + e.what());
+  }
+  if (integer_at(j, "format_version", path) != kFormatVersion)
+    throw UsageError(path + ": format_version " + j["format_version"].dump() +
+                     " is not one this build reads (1)");
+  TrainState state;
+  state.step = integer_at(j, "step", path);
+  state.updates = integer_at(j, "updates", path);
+  state.skipped = integer_at(j, "skipped", path);
+  state.data_epoch = integer_at(j, "data_cursor.epoch", path);
+  state.data_position = integer_at(j, "data_cursor.position", path);
+  if (state.updates + state.skipped != state.step)
+    throw UsageError(path + ": updates (" + std::to_string(state.updates) + ") + skipped (" +
+                     std::to_string(state.skipped) + ") must equal step (" +
+                     std::to_string(state.step) + ")");
+  return state;
+}
+
+TrainState load_train_state(Backend& backend, AdamW& optimizer, const std::string& dir) {
+  const TrainState state = read_train_state(dir);
+  const SafetensorsIndex index = SafetensorsIndex::open(tensors_path(dir));
+  std::vector<float> host;
+  for (const auto& [name, tensor] : optimizer.state()) {
+    host.resize(static_cast<size_t>(tensor->numel()));
+    // read() names the file and the tensor when it is missing or its dtype
+    // or shape differ.
+    index.read(name, host.data(), DType::kF32, tensor->shape());
+    if (backend.kind() != BackendKind::kMeta) backend.copy_from_host(host.data(), *tensor);
+  }
+  return state;
+}
+
+}  // namespace headroom

@@ -1,0 +1,45 @@
+// The training state beyond the weights, so a run resumes exactly where a
+// checkpoint left it: AdamW's moments (and fp32 master weights for bf16),
+// the step and update counts, and the data cursor. Beside model.safetensors
+// and config.json in a checkpoint folder:
+//   optimizer.safetensors  fp32 tensors "<group>.adam_m", "<group>.adam_v",
+//                          "<group>.master" (see AdamW::state)
+//   trainer_state.json     {"step", "updates", "skipped", "data_cursor":
+//                          {"epoch", "position"}, "format_version": 1}
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "backend/backend.h"
+#include "train/optimizer.h"
+
+namespace headroom {
+
+struct TrainState {
+  int64_t step = 0;     // optimizer steps completed: the run continues with step `step`
+  int64_t updates = 0;  // AdamW updates applied (steps minus skipped ones)
+  int64_t skipped = 0;  // steps skipped as non-finite
+  int64_t data_epoch = 0;
+  int64_t data_position = 0;
+
+  bool operator==(const TrainState&) const = default;
+};
+
+// Writes optimizer.safetensors and trainer_state.json into `dir` (which
+// exists), each through a temporary file and a rename, the JSON last: a
+// folder with trainer_state.json holds a complete state.
+void save_train_state(Backend& backend, AdamW& optimizer, const TrainState& state,
+                      const std::string& dir);
+
+// Reads `dir`/trainer_state.json alone: what a run checks before it writes
+// anything. A missing file or a missing / mistyped key is a UsageError naming
+// the file and the key.
+TrainState read_train_state(const std::string& dir);
+
+// Reads the state back, filling `optimizer`'s tensors. A tensor missing from
+// optimizer.safetensors, or of another shape (a different model or dtype), is
+// a UsageError naming the file and the tensor.
+TrainState load_train_state(Backend& backend, AdamW& optimizer, const std::string& dir);
+
+}  // namespace headroom
