@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "batch_options.h"
+#include "comm/mpi_comm.h"
 #include "config/config.h"
 #include "data/batcher.h"
 #include "data/markov.h"
@@ -66,7 +67,9 @@ void refuse_unbuilt_features(const ExperimentConfig& c) {
     refuse("attention.mask = \"" + std::string(name_of(c.attention.mask)) + "\"",
            "use \"causal\" (causal within each packed document) or \"sliding_window\"");
   if (c.zero.stage != 0 || c.zero.offload_optimizer)
-    refuse("zero.stage / zero.offload_optimizer", "multi-rank ZeRO arrives with the ZeRO issue");
+    refuse("zero.stage / zero.offload_optimizer",
+           "use zero.stage = 0: `mpirun -np N headroom train` runs data parallel with replicated "
+           "weights; sharding (stages 1-3) and offload arrive with the ZeRO issue");
   if (c.lora.enabled) refuse("lora.enabled = true", "LoRA arrives with the LoRA issue");
   if (c.checkpoint.format == CheckpointSection::Format::kSharded)
     refuse("checkpoint.format = \"sharded\"", "use \"consolidated\"");
@@ -134,16 +137,28 @@ std::string eta(double seconds) {
 
 }  // namespace
 
-int run_experiment(const RunOptions& options, RunMode mode) {
+namespace {
+
+// One rank's run. Rank 0 alone prints, writes the run folder's config and
+// the checkpoints (at ZeRO stage 0 every rank holds the same weights); every
+// rank writes its own trace.
+int run_rank(const RunOptions& options, RunMode mode, Communicator& comm) {
   const ExperimentConfig config = load(options);
+  const int rank = comm.rank();
+  const int world_size = comm.world_size();
+  const bool lead = rank == 0;
   if (options.print_config) {
-    std::fputs(to_toml(config).c_str(), stdout);
+    if (lead) std::fputs(to_toml(config).c_str(), stdout);
     return 0;
   }
   refuse_unbuilt_features(config);
   const BackendKind kind = backend_for(config, mode);
   const bool planning = kind == BackendKind::kMeta;
   const char* verb = mode == RunMode::kPlan ? "plan" : "train";
+  if (world_size > 1 && kind != BackendKind::kCpu)
+    throw UsageError("run.backend = \"" + std::string(name_of(config.run.backend)) +
+                     "\": " + std::to_string(world_size) +
+                     " ranks need the cpu backend in this build (MpiComm reduces host memory)");
 
   // Everything that can be refused is checked before the first byte is written.
   const ModelConfig model_config = config.model.hf_config.empty()
@@ -169,16 +184,19 @@ int run_experiment(const RunOptions& options, RunMode mode) {
                        ", run.steps = " + std::to_string(config.run.steps) +
                        ": nothing left to train");
   }
-  const fs::path trace_path =
-      run_dir / (mode == RunMode::kPlan ? std::string("plan.rank0.h5")
-                 : resuming ? "trace.rank0.from-step-" + std::to_string(resume_state.step) + ".h5"
-                            : std::string("trace.rank0.h5"));
+  const std::string rank_name = "rank" + std::to_string(rank);
+  const fs::path trace_path = run_dir / (mode == RunMode::kPlan ? "plan." + rank_name + ".h5"
+                                         : resuming ? "trace." + rank_name + ".from-step-" +
+                                                          std::to_string(resume_state.step) + ".h5"
+                                                    : "trace." + rank_name + ".h5");
   if (fs::exists(trace_path) && !options.overwrite)
     throw UsageError(trace_path.string() +
                      ": exists from an earlier run; pass --overwrite to replace it, or choose "
                      "another name with --set run.name=<name>");
+  // The lead writes a missing synthetic corpus; the others wait for it.
+  if (!lead) comm.barrier();
   if (!fs::exists(config.data.path)) {
-    if (!config.data.synthesize_if_missing)
+    if (!config.data.synthesize_if_missing || !lead)
       throw UsageError(config.data.path + ": no such file (data.path)");
     std::printf(
         "headroom %s: writing a synthetic Markov corpus to %s (data.synthesize_if_missing)\n", verb,
@@ -194,21 +212,24 @@ int run_experiment(const RunOptions& options, RunMode mode) {
     write_markov_corpus(config.data.path, spec, LengthSpec::uniform(32, 512),
                         config.data.synthetic_documents, static_cast<uint64_t>(config.data.seed));
   }
+  if (lead) comm.barrier();
   TokenDataset dataset = TokenDataset::open(config.data.path, model_config.vocab_size);
   if (!config.model.weights.empty()) check_weights(model_config, config.model.weights);
   const fs::path checkpoint_dir =
       config.checkpoint.dir.empty() ? run_dir / "checkpoints" : fs::path(config.checkpoint.dir);
-  const bool saving = !planning && (config.checkpoint.save_initial || config.checkpoint.save_every);
+  const bool saving =
+      lead && !planning && (config.checkpoint.save_initial || config.checkpoint.save_every);
 
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) throw UsageError(run_dir.string() + ": cannot create run folder: " + ec.message());
   const std::string config_toml = to_toml(config);
-  write_atomically(
-      run_dir / (mode == RunMode::kPlan ? std::string("plan.config.toml")
-                 : resuming ? "config.from-step-" + std::to_string(resume_state.step) + ".toml"
-                            : std::string("config.toml")),
-      config_toml);
+  if (lead)
+    write_atomically(
+        run_dir / (mode == RunMode::kPlan ? std::string("plan.config.toml")
+                   : resuming ? "config.from-step-" + std::to_string(resume_state.step) + ".toml"
+                              : std::string("config.toml")),
+        config_toml);
 
   AllocatorOptions allocator_options;
   allocator_options.capacity = config.memory.device_capacity;
@@ -225,6 +246,8 @@ int run_experiment(const RunOptions& options, RunMode mode) {
   header.device = planning ? "meta (virtual)" : "cpu";
   header.capacity_bytes = config.memory.device_capacity;
   header.config_toml = config_toml;
+  header.rank = rank;
+  header.world_size = world_size;
   TraceWriter trace(trace_path.string(), header, config.trace.memory_events);
   allocator.add_observer(&trace);
 
@@ -239,7 +262,7 @@ int run_experiment(const RunOptions& options, RunMode mode) {
   model_options.loss.logits_dtype =
       config.loss.logits_dtype == Precision::kBf16 ? DType::kBF16 : DType::kF32;
 
-  Batcher batcher(dataset, batch_options_of(config, dataset, 1, 0));
+  Batcher batcher(dataset, batch_options_of(config, dataset, world_size, rank));
 
   TrainerOptions trainer_options;
   trainer_options.schedule.lr = config.optimizer.lr;
@@ -294,7 +317,7 @@ int run_experiment(const RunOptions& options, RunMode mode) {
         load_weights(*backend, model, config.model.weights);
     }
     AdamW optimizer(*backend, model.layouts(), model.params(), adamw);
-    Trainer trainer(*backend, model, optimizer, trainer_options);
+    Trainer trainer(*backend, model, optimizer, trainer_options, &comm);
     int64_t first_step = 0;
     if (resuming) {
       const TrainState state = load_train_state(*backend, optimizer, resume_dir);
@@ -357,6 +380,8 @@ int run_experiment(const RunOptions& options, RunMode mode) {
   } catch (const OutOfMemory& oom) {
     trace.flush(allocator.tags());
     trace.write_oom(oom.postmortem());
+    if (world_size > 1)
+      std::fprintf(stderr, "rank %d of %d ran out of memory:\n", rank, world_size);
     std::fprintf(stderr, "%s", format_postmortem(oom.postmortem()).c_str());
     std::fprintf(stderr, "postmortem written to %s (/oom)\n", trace_path.string().c_str());
     exit_code = static_cast<int>(ExitCode::kOutOfMemory);
@@ -387,6 +412,43 @@ int run_experiment(const RunOptions& options, RunMode mode) {
     }
   }
   return exit_code;
+}
+
+}  // namespace
+
+int run_experiment(const RunOptions& options, RunMode mode) {
+  // Only `train` under an MPI launcher starts MPI: a plain `headroom plan`
+  // or `train` stays a single process that needs no launcher.
+  if (mode != RunMode::kTrain || !launched_by_mpi()) {
+    std::unique_ptr<Communicator> single = make_single_rank_comm();
+    return run_rank(options, mode, *single);
+  }
+  std::unique_ptr<Communicator> comm = make_mpi_comm();
+  if (!comm->is_distributed()) return run_rank(options, mode, *comm);
+  // Rank 0 speaks for the job; the others' stdout would repeat it N times.
+  // Their stderr stays: an error names the rank it happened on.
+  if (comm->rank() != 0 && !std::freopen("/dev/null", "w", stdout))
+    throw InternalError("cannot silence stdout of rank " + std::to_string(comm->rank()));
+  // A rank that fails must take the job down with it: the others would
+  // otherwise wait in the next collective forever. Its message (and, after
+  // an OOM, its postmortem and closed trace) come first.
+  int exit_code = 0;
+  try {
+    exit_code = run_rank(options, mode, *comm);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "headroom train: rank %d of %d: %s\n", comm->rank(), comm->world_size(),
+                 e.what());
+    exit_code = static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "headroom train: rank %d of %d: internal error: %s\n", comm->rank(),
+                 comm->world_size(), e.what());
+    exit_code = static_cast<int>(ExitCode::kInternal);
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (exit_code != 0) comm->abort(exit_code);
+  comm->barrier();
+  return 0;
 }
 
 }  // namespace headroom

@@ -17,8 +17,12 @@ namespace {
 
 constexpr int kFormatVersion = 1;
 
-std::string json_path(const std::string& dir) { return dir + "/trainer_state.json"; }
-std::string tensors_path(const std::string& dir) { return dir + "/optimizer.safetensors"; }
+std::string json_path(const std::string& dir) {
+  return dir + "/trainer_state.json";
+}
+std::string tensors_path(const std::string& dir) {
+  return dir + "/optimizer.safetensors";
+}
 
 int64_t integer_at(const nlohmann::json& j, const std::string& key, const std::string& file) {
   const nlohmann::json* value = &j;
@@ -72,8 +76,9 @@ TrainState read_train_state(const std::string& dir) {
   const std::string path = json_path(dir);
   std::ifstream in(path);
   if (!in)
-    throw UsageError(path + ": cannot open (a checkpoint folder written with "
-                            "checkpoint.save_every holds one)");
+    throw UsageError(path +
+                     ": cannot open (a checkpoint folder written with "
+                     "checkpoint.save_every holds one)");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);

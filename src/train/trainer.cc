@@ -9,8 +9,13 @@
 namespace headroom {
 
 Trainer::Trainer(Backend& backend, Transformer& model, AdamW& optimizer,
-                 const TrainerOptions& options)
-    : backend_(backend), model_(model), optimizer_(optimizer), options_(options) {}
+                 const TrainerOptions& options, Communicator* comm)
+    : backend_(backend),
+      model_(model),
+      optimizer_(optimizer),
+      options_(options),
+      single_(comm ? nullptr : make_single_rank_comm()),
+      comm_(comm ? *comm : *single_) {}
 
 StepRecord Trainer::step(int64_t step, const std::vector<Batch>& micro_batches) {
   Allocator& allocator = backend_.allocator();
@@ -36,15 +41,28 @@ StepRecord Trainer::step(int64_t step, const std::vector<Batch>& micro_batches) 
     loss_sum = backend_.empty({1}, DType::kF32, Category::kWorkspace, "loss.sum");
     backend_.fill(loss_sum, 0.0f);
   }
-  const float loss_scale = counted > 0 ? 1.0f / static_cast<float>(counted) : 0.0f;
+  // The mean over every counted token of the step, on all ranks together:
+  // then summing the ranks' gradients gives exactly one rank's gradient of
+  // the same micro-batches.
+  double global_counted[1] = {static_cast<double>(counted)};
+  comm_.all_reduce_sum(global_counted);
+  const float loss_scale =
+      global_counted[0] > 0 ? static_cast<float>(1.0 / global_counted[0]) : 0.0f;
   for (const Batch& b : micro_batches)
     model_.forward_backward(b, loss_scale, loss_sum);
+  if (comm_.world_size() > 1) {
+    PhaseScope reduce(allocator, Phase::kReduce);
+    for (size_t g = 0; g < model_.grads().size(); ++g)
+      comm_.all_reduce_sum(backend_, model_.grads()[g].flat, model_.layouts()[g].name + ".grad");
+  }
 
   PhaseScope scope(allocator, Phase::kOptimizer);
   float loss_host = 0;
   backend_.copy_to_host(loss_sum, &loss_host);
   loss_sum = Tensor();
-  record.loss = counted > 0 ? static_cast<double>(loss_host) / static_cast<double>(counted) : 0.0;
+  double loss_total[1] = {static_cast<double>(loss_host)};
+  comm_.all_reduce_sum(loss_total);
+  record.loss = global_counted[0] > 0 ? loss_total[0] / global_counted[0] : 0.0;
   const double norm = std::sqrt(grad_sum_of_squares(backend_, model_.grads()));
   record.grad_norm = norm;
   record.lr = options_.schedule.at(step);

@@ -3,8 +3,10 @@
 // check), clipping, the learning rate, AdamW, and the step's trace row.
 #pragma once
 
+#include <memory>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "model/transformer.h"
 #include "trace/records.h"
 #include "train/lr_schedule.h"
@@ -19,7 +21,13 @@ struct TrainerOptions {
 
 class Trainer {
  public:
-  Trainer(Backend& backend, Transformer& model, AdamW& optimizer, const TrainerOptions& options);
+  // With `comm` (which must outlive the trainer), the step is data-parallel:
+  // every rank runs its own micro-batches, the loss is normalized by the
+  // counted tokens of all ranks, and the gradients are summed over ranks
+  // (phase reduce) before the norm, so every rank applies the same update.
+  // Without, a world of one.
+  Trainer(Backend& backend, Transformer& model, AdamW& optimizer, const TrainerOptions& options,
+          Communicator* comm = nullptr);
 
   // One optimizer step over `micro_batches` (the step's gradient-accumulation
   // window). The loss is the mean over every counted token of the window, so
@@ -43,6 +51,8 @@ class Trainer {
   Transformer& model_;
   AdamW& optimizer_;
   TrainerOptions options_;
+  std::unique_ptr<Communicator> single_;  // when no comm is given
+  Communicator& comm_;
   int64_t updates_ = 0;  // applied updates: AdamW's bias-correction step
   int64_t skipped_ = 0;
 };

@@ -1,0 +1,44 @@
+// Communicator: the collectives data-parallel training needs, over the
+// ranks of one job. The model and the backend never see it; the trainer (and
+// later ZeRO) call it between the backend's ops.
+//
+// Every rank must call the same collectives in the same order with tensors of
+// the same shape and dtype. Tensors are summed in fp32: a bf16 tensor is
+// widened into a comm buffer (category comm, tag "<tag>.comm"), reduced and
+// narrowed back, as NCCL-less PyTorch DDP does for bf16 buckets; so the comm
+// buffer is part of the accounted memory, in plan and run alike.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "backend/backend.h"
+
+namespace headroom {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  // Is this a real multi-process job (so errors must end every rank)?
+  virtual bool is_distributed() const = 0;
+
+  // tensor <- the sum of `tensor` over all ranks (fp32 or bf16).
+  virtual void all_reduce_sum(Backend& backend, Tensor& tensor, std::string_view tag) = 0;
+  // values <- their sum over all ranks (host doubles: losses, token counts,
+  // squared norms).
+  virtual void all_reduce_sum(std::span<double> values) = 0;
+  virtual void barrier() = 0;
+  // Ends every rank of the job with `exit_code`, now; never returns. A rank
+  // that fails calls this instead of returning, so the others never wait
+  // forever in a collective.
+  [[noreturn]] virtual void abort(int exit_code) = 0;
+};
+
+// A world of one: every collective is the identity (and allocates nothing).
+std::unique_ptr<Communicator> make_single_rank_comm();
+
+}  // namespace headroom

@@ -1,0 +1,110 @@
+#include "comm/mpi_comm.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "util/error.h"
+
+namespace headroom {
+
+namespace {
+
+int env_int(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  return value && *value ? std::atoi(value) : fallback;
+}
+
+void check(int code, const char* what) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw InternalError(std::string(what) + " failed: " + std::string(text, length));
+}
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+class MpiComm final : public Communicator {
+ public:
+  MpiComm() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      check(MPI_Init(nullptr, nullptr), "MPI_Init");
+      std::atexit(finalize_at_exit);
+    }
+    // Errors come back as codes (turned into exceptions) instead of MPI's
+    // default of aborting without a word.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return size_; }
+  bool is_distributed() const override { return size_ > 1; }
+
+  void all_reduce_sum(Backend& backend, Tensor& tensor, std::string_view tag) override {
+    HR_CHECK(backend.kind() == BackendKind::kCpu, "MpiComm reduces host (cpu) tensors");
+    if (tensor.dtype() == DType::kF32) {
+      reduce_floats(static_cast<float*>(tensor.raw()), tensor.numel());
+      return;
+    }
+    HR_CHECK(tensor.dtype() == DType::kBF16, "all_reduce_sum takes fp32 or bf16");
+    Tensor wide = backend.cast(tensor, DType::kF32, Category::kComm, std::string(tag) + ".comm");
+    reduce_floats(static_cast<float*>(wide.raw()), wide.numel());
+    Tensor narrow = backend.cast(wide, DType::kBF16, Category::kComm, std::string(tag) + ".comm");
+    backend.copy(narrow, tensor);
+  }
+
+  void all_reduce_sum(std::span<double> values) override {
+    check(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE,
+                        MPI_SUM, MPI_COMM_WORLD),
+          "MPI_Allreduce");
+  }
+
+  void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
+  [[noreturn]] void abort(int exit_code) override {
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+    std::_Exit(exit_code);  // MPI_Abort does not return; this is for the compiler
+  }
+
+ private:
+  void reduce_floats(float* data, int64_t count) {
+    // MPI counts are int: large groups go in pieces.
+    constexpr int64_t kPiece = int64_t{1} << 30;
+    for (int64_t done = 0; done < count; done += kPiece)
+      check(MPI_Allreduce(MPI_IN_PLACE, data + done, static_cast<int>(std::min(kPiece, count - done)),
+                          MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+            "MPI_Allreduce");
+  }
+
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+}  // namespace
+
+bool launched_by_mpi() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
+    if (std::getenv(name)) return true;
+  return false;
+}
+
+int local_rank_from_environment() {
+  return env_int("OMPI_COMM_WORLD_LOCAL_RANK",
+                 env_int("SLURM_LOCALID", env_int("MPI_LOCALRANKID", 0)));
+}
+
+std::unique_ptr<Communicator> make_mpi_comm() { return std::make_unique<MpiComm>(); }
+
+}  // namespace headroom

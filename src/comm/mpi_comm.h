@@ -1,0 +1,24 @@
+// MpiComm: the Communicator over MPI_COMM_WORLD on host buffers (the cpu
+// backend), for jobs launched by `mpirun -np N headroom ...` or `srun`.
+#pragma once
+
+#include <memory>
+
+#include "comm/communicator.h"
+
+namespace headroom {
+
+// Whether this process was started by an MPI launcher (mpirun / mpiexec of
+// Open MPI, MPICH's hydra, or srun with PMI/PMIx), judged from the
+// environment, so a plain `headroom` never initializes MPI.
+bool launched_by_mpi();
+
+// The node-local rank, for choosing a device: OMPI_COMM_WORLD_LOCAL_RANK,
+// else SLURM_LOCALID, else MPI_LOCALRANKID, else 0.
+int local_rank_from_environment();
+
+// Initializes MPI (once per process; finalized at exit) and returns the
+// world communicator. Throws InternalError when MPI cannot start.
+std::unique_ptr<Communicator> make_mpi_comm();
+
+}  // namespace headroom

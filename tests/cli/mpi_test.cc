@@ -1,0 +1,169 @@
+// Data-parallel training under a real `mpirun`: N ranks give the losses of
+// one rank accumulating the same micro-batches, each rank writes its own
+// trace, and a rank that fails ends the whole job instead of leaving the
+// others waiting in a collective.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "data/token_dataset_writer.h"
+#include "trace/reader.h"
+
+namespace fs = std::filesystem;
+
+namespace headroom {
+namespace {
+
+constexpr const char* kSmall =
+    " --set data.synthetic_documents=60 --set batch.max_tokens_per_micro_batch=256"
+    " --set loss.chunk_size=128 --set schedule.warmup_steps=1";
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+  double seconds;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class Mpi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("headroom_mpi_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // `mpirun -np <ranks> headroom train <args>` in the scratch folder (ranks
+  // = 0: plain `headroom train`, no launcher). A 120 s timeout turns a hang
+  // into a failure instead of a stuck suite.
+  Result train(int ranks, const std::string& args) {
+    std::string launcher;
+    if (ranks > 0)
+      // One OpenMP thread per rank: N ranks share this machine's cores. Open
+      // MPI's own allocations outlive MPI_Finalize, so LeakSanitizer (in the
+      // sanitizer build) is off for these processes; the rest of the suite
+      // checks headroom's own leaks.
+      launcher = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun "
+                 "--oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x "
+                 "ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 -np " +
+                 std::to_string(ranks) + " ";
+    const std::string command = "cd '" + dir_.string() + "' && " + launcher +
+                                "'" HEADROOM_BINARY_DIR "/headroom' train" + kSmall + " " + args +
+                                " > out.txt 2> err.txt";
+    const auto t0 = std::chrono::steady_clock::now();
+    const int status = std::system(command.c_str());
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out.txt"),
+            slurp(dir_ / "err.txt"), seconds};
+  }
+  std::vector<StepRecord> steps(const std::string& run, int rank) {
+    return TraceReader::open(
+               (dir_ / "results" / run / ("trace.rank" + std::to_string(rank) + ".h5")).string())
+        .steps();
+  }
+  fs::path dir_;
+};
+
+TEST_F(Mpi, RanksTogetherLoseWhatOneRankAccumulatingTheirMicroBatchesLoses) {
+  // The corpus is written once, by the single-rank run.
+  ASSERT_EQ(train(0, "--set run.steps=5 --set batch.grad_accum=4 --set run.name=one").code, 0);
+  const std::vector<StepRecord> one = steps("one", 0);
+  ASSERT_EQ(one.size(), 5u);
+  for (int ranks : {2, 4}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks");
+    const std::string name = "np" + std::to_string(ranks);
+    Result r = train(ranks, "--set run.steps=5 --set batch.grad_accum=" +
+                                std::to_string(4 / ranks) + " --set run.name=" + name);
+    ASSERT_EQ(r.code, 0) << r.err;
+    // Rank 0 alone prints the progress.
+    size_t lines = 0;
+    for (size_t at = r.out.find("step 1/5"); at != std::string::npos;
+         at = r.out.find("step 1/5", at + 1))
+      ++lines;
+    EXPECT_EQ(lines, 1u) << r.out;
+    int64_t tokens = 0;
+    for (int rank = 0; rank < ranks; ++rank) {
+      const TraceReader trace = TraceReader::open(
+          (dir_ / "results" / name / ("trace.rank" + std::to_string(rank) + ".h5")).string());
+      EXPECT_EQ(trace.header().rank, rank);
+      EXPECT_EQ(trace.header().world_size, ranks);
+      const std::vector<StepRecord> mine = trace.steps();
+      ASSERT_EQ(mine.size(), one.size());
+      for (size_t s = 0; s < mine.size(); ++s) {
+        // fp32 sums in another order (per rank, then across ranks): a few
+        // ulps, far inside 1e-5.
+        EXPECT_NEAR(mine[s].loss, one[s].loss, 1e-5 * std::abs(one[s].loss)) << "step " << s;
+        EXPECT_NEAR(mine[s].grad_norm, one[s].grad_norm, 1e-5 * one[s].grad_norm) << "step " << s;
+        tokens += mine[s].tokens;
+      }
+    }
+    int64_t one_tokens = 0;
+    for (const StepRecord& s : one)
+      one_tokens += s.tokens;
+    EXPECT_EQ(tokens, one_tokens) << "the ranks trained on exactly the same tokens";
+  }
+}
+
+TEST_F(Mpi, ARankThatRunsOutOfMemoryEndsTheJobWithItsPostmortem) {
+  // Forty 30-token documents and one of 1500: the step that draws the long
+  // one gives it to one rank alone, and only that rank exceeds the capacity.
+  TokenDatasetAttributes attributes;
+  attributes.vocab_size = 512;
+  attributes.tokenizer = "test";
+  attributes.created_by = "mpi_test";
+  {
+    TokenDatasetWriter writer((dir_ / "long.h5").string(), attributes);
+    std::vector<int32_t> tokens;
+    for (int d = 0; d < 41; ++d) {
+      tokens.assign(d == 17 ? 1500 : 30, 0);
+      for (size_t t = 0; t < tokens.size(); ++t)
+        tokens[t] = static_cast<int32_t>((d * 31 + t * 7) % 512);
+      writer.append_document(tokens);
+    }
+    writer.finish();
+  }
+  Result r = train(2,
+                   "--set data.path=long.h5 --set data.synthesize_if_missing=false "
+                   "--set run.steps=8 --set memory.device_capacity=140MiB --set run.name=oom");
+  EXPECT_EQ(r.code, 3) << r.out << r.err;
+  EXPECT_LT(r.seconds, 60) << "the other rank must not wait for the dead one";
+  EXPECT_NE(r.err.find("ran out of memory"), std::string::npos) << r.err;
+  int with_postmortem = 0;
+  for (int rank = 0; rank < 2; ++rank) {
+    const fs::path path = dir_ / "results/oom" / ("trace.rank" + std::to_string(rank) + ".h5");
+    ASSERT_TRUE(fs::exists(path)) << path;
+    if (TraceReader::open(path.string()).has_oom()) ++with_postmortem;
+  }
+  EXPECT_EQ(with_postmortem, 1) << "exactly one rank ran out of memory";
+}
+
+TEST_F(Mpi, AnErrorOnAnyRankEndsTheJobWithTheRankNamed) {
+  Result r = train(2, "--set run.steps=2 --set data.path=missing.h5 "
+                      "--set data.synthesize_if_missing=false");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("missing.h5: no such file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 0 of 2"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 60);
+}
+
+}  // namespace
+}  // namespace headroom
