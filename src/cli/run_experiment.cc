@@ -142,20 +142,20 @@ namespace {
 // One rank's run. Rank 0 alone prints, writes the run folder's config and
 // the checkpoints (at ZeRO stage 0 every rank holds the same weights); every
 // rank writes its own trace.
-int run_rank(const RunOptions& options, RunMode mode, Communicator& comm) {
+int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::FILE* out) {
   const ExperimentConfig config = load(options);
   const int rank = comm.rank();
   const int world_size = comm.world_size();
   const bool lead = rank == 0;
   if (options.print_config) {
-    if (lead) std::fputs(to_toml(config).c_str(), stdout);
+    if (lead) std::fputs(to_toml(config).c_str(), out);
     return 0;
   }
   refuse_unbuilt_features(config);
   const BackendKind kind = backend_for(config, mode);
   const bool planning = kind == BackendKind::kMeta;
   const char* verb = mode == RunMode::kPlan ? "plan" : "train";
-  if (world_size > 1 && kind != BackendKind::kCpu)
+  if (world_size > 1 && !planning && kind != BackendKind::kCpu)
     throw UsageError("run.backend = \"" + std::string(name_of(config.run.backend)) +
                      "\": " + std::to_string(world_size) +
                      " ranks need the cpu backend in this build (MpiComm reduces host memory)");
@@ -198,10 +198,10 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm) {
   if (!fs::exists(config.data.path)) {
     if (!config.data.synthesize_if_missing || !lead)
       throw UsageError(config.data.path + ": no such file (data.path)");
-    std::printf(
-        "headroom %s: writing a synthetic Markov corpus to %s (data.synthesize_if_missing)\n", verb,
-        config.data.path.c_str());
-    std::fflush(stdout);
+    std::fprintf(
+        out, "headroom %s: writing a synthetic Markov corpus to %s (data.synthesize_if_missing)\n",
+        verb, config.data.path.c_str());
+    std::fflush(out);
     const fs::path parent = fs::path(config.data.path).parent_path();
     if (!parent.empty()) fs::create_directories(parent);
     MarkovSpec spec;
@@ -285,16 +285,17 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm) {
       config.batch.mode == BatchSection::Mode::kPacked
           ? std::to_string(config.batch.max_tokens_per_micro_batch) + " tokens"
           : std::to_string(config.batch.micro_batch_size) + " padded rows";
-  std::printf("headroom %s: %s (%s, %.2fM parameters) on %s, %lld steps of %lld x %s%s\n", verb,
-              model_config.name.c_str(), std::string(name_of(model_options.dtype)).c_str(),
-              static_cast<double>(model_config.num_parameters()) / 1e6,
-              std::string(name_of(kind)).c_str(), static_cast<long long>(config.run.steps),
-              static_cast<long long>(config.batch.grad_accum), micro_batch.c_str(),
-              planning ? " (meta: allocations only, no math)" : "");
+  std::fprintf(out, "headroom %s: %s (%s, %.2fM parameters) on %s, %lld steps of %lld x %s%s\n",
+               verb, model_config.name.c_str(), std::string(name_of(model_options.dtype)).c_str(),
+               static_cast<double>(model_config.num_parameters()) / 1e6,
+               std::string(name_of(kind)).c_str(), static_cast<long long>(config.run.steps),
+               static_cast<long long>(config.batch.grad_accum), micro_batch.c_str(),
+               planning ? " (meta: allocations only, no math)" : "");
   if (entropy > 0 && !planning)
-    std::printf("  data: %s, source entropy %.4f nats/token (the best loss a model can reach)\n",
-                config.data.path.c_str(), entropy);
-  std::fflush(stdout);
+    std::fprintf(out,
+                 "  data: %s, source entropy %.4f nats/token (the best loss a model can reach)\n",
+                 config.data.path.c_str(), entropy);
+  std::fflush(out);
 
   // The operating system's view, for checking the allocator against it: the
   // baseline is the resident set just before the first model allocation (the
@@ -324,10 +325,10 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm) {
       trainer.restore_counts(state.updates, state.skipped);
       batcher.set_cursor(Cursor{state.data_epoch, state.data_position});
       first_step = state.step;
-      std::printf("  resumed from %s: step %lld, data epoch %lld, micro-batch %lld\n",
-                  resume_dir.c_str(), static_cast<long long>(state.step),
-                  static_cast<long long>(state.data_epoch),
-                  static_cast<long long>(state.data_position));
+      std::fprintf(out, "  resumed from %s: step %lld, data epoch %lld, micro-batch %lld\n",
+                   resume_dir.c_str(), static_cast<long long>(state.step),
+                   static_cast<long long>(state.data_epoch),
+                   static_cast<long long>(state.data_position));
     }
     // A checkpoint: the weights (HF layout) and what resuming needs.
     auto save = [&](int64_t steps_done) {
@@ -370,12 +371,12 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm) {
       const double remaining = elapsed / static_cast<double>(step + 1 - first_step) *
                                static_cast<double>(config.run.steps - step - 1);
       if (!planning)
-        std::printf("step %lld/%lld  loss %.4f  %.0f tok/s  peak %s  eta %s%s\n",
-                    static_cast<long long>(step + 1), static_cast<long long>(config.run.steps),
-                    record.loss, record.tokens_per_second,
-                    format_bytes(record.peak_allocated).c_str(), eta(remaining).c_str(),
-                    record.skipped ? "  (skipped: not finite)" : "");
-      std::fflush(stdout);
+        std::fprintf(out, "step %lld/%lld  loss %.4f  %.0f tok/s  peak %s  eta %s%s\n",
+                     static_cast<long long>(step + 1), static_cast<long long>(config.run.steps),
+                     record.loss, record.tokens_per_second,
+                     format_bytes(record.peak_allocated).c_str(), eta(remaining).c_str(),
+                     record.skipped ? "  (skipped: not finite)" : "");
+      std::fflush(out);
     }
   } catch (const OutOfMemory& oom) {
     trace.flush(allocator.tags());
@@ -393,15 +394,16 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm) {
   // repeat it. `headroom report` shows both on demand.
   if (exit_code == 0) {
     if (entropy > 0 && !planning)
-      std::printf("\nfinal loss %.4f nats/token vs source entropy %.4f (gap %.4f)\n", last_loss,
-                  entropy, last_loss - entropy);
-    std::printf("\n%s", summarize_trace(TraceReader::open(trace_path.string())).c_str());
+      std::fprintf(out, "\nfinal loss %.4f nats/token vs source entropy %.4f (gap %.4f)\n",
+                   last_loss, entropy, last_loss - entropy);
+    std::fprintf(out, "\n%s", summarize_trace(TraceReader::open(trace_path.string())).c_str());
     if (planning)
-      std::printf("%s",
-                  plan_verdict(allocator, config.memory.device_capacity, phase_peaks).c_str());
+      std::fprintf(out, "%s",
+                   plan_verdict(allocator, config.memory.device_capacity, phase_peaks).c_str());
     if (measure_rss) {
       const uint64_t above = peak_resident_bytes() - rss_baseline;
-      std::printf(
+      std::fprintf(
+          out,
           "\nrss check: peak resident %s above the baseline of %s; allocator peak reserved %s "
           "(ratio %.3f)\n",
           format_bytes_exact(above).c_str(), format_bytes(rss_baseline).c_str(),
@@ -414,17 +416,64 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm) {
   return exit_code;
 }
 
+// `plan --world-size N`: rank after rank in this process, each on a
+// simulated communicator with its own batches. Rank 0 prints its plan as a
+// single-rank plan does; then a table of every rank's peaks, read back from
+// the plan traces. The exit code is the worst rank's.
+int plan_ranks(const RunOptions& options) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> devnull(std::fopen("/dev/null", "w"),
+                                                          &std::fclose);
+  if (!devnull) throw InternalError("cannot open /dev/null");
+  int worst = 0;
+  for (int rank = 0; rank < options.world_size; ++rank) {
+    std::unique_ptr<Communicator> comm = make_simulated_comm(rank, options.world_size);
+    worst = std::max(worst,
+                     run_rank(options, RunMode::kPlan, *comm, rank == 0 ? stdout : devnull.get()));
+  }
+  const ExperimentConfig config = load(options);
+  const uint64_t capacity = config.memory.device_capacity;
+  std::printf("\nplan of %d data-parallel ranks (zero.stage %d), peaks per rank:\n",
+              options.world_size, config.zero.stage);
+  std::printf("  rank  peak allocated         peak reserved          longest sample  %s\n",
+              capacity ? "fits" : "");
+  for (int rank = 0; rank < options.world_size; ++rank) {
+    const fs::path path = fs::path(config.run.out_dir) / config.run.name /
+                          ("plan.rank" + std::to_string(rank) + ".h5");
+    const TraceReader trace = TraceReader::open(path.string());
+    uint64_t allocated = 0, reserved = 0;
+    int64_t longest = 0;
+    for (const StepRecord& step : trace.steps()) {
+      allocated = std::max(allocated, step.peak_allocated);
+      reserved = std::max(reserved, step.peak_reserved);
+      longest = std::max(longest, step.longest_sample);
+    }
+    std::string verdict = capacity == 0 ? "" : reserved <= capacity ? "yes" : "NO";
+    if (trace.has_oom()) {
+      // The steps before the failing one are in the table; the postmortem
+      // says where the failing request came.
+      const Postmortem oom = trace.oom();
+      verdict = "OUT OF MEMORY at step " + std::to_string(oom.step) + " (" +
+                std::string(name_of(oom.phase)) + ", " + format_bytes(oom.requested_bytes) +
+                " for " + oom.tag + ")";
+    }
+    std::printf("  %4d  %-21s  %-21s  %14lld  %s\n", rank, format_bytes(allocated).c_str(),
+                format_bytes(reserved).c_str(), static_cast<long long>(longest), verdict.c_str());
+  }
+  return worst;
+}
+
 }  // namespace
 
 int run_experiment(const RunOptions& options, RunMode mode) {
   // Only `train` under an MPI launcher starts MPI: a plain `headroom plan`
   // or `train` stays a single process that needs no launcher.
+  if (mode == RunMode::kPlan && options.world_size > 1) return plan_ranks(options);
   if (mode != RunMode::kTrain || !launched_by_mpi()) {
     std::unique_ptr<Communicator> single = make_single_rank_comm();
-    return run_rank(options, mode, *single);
+    return run_rank(options, mode, *single, stdout);
   }
   std::unique_ptr<Communicator> comm = make_mpi_comm();
-  if (!comm->is_distributed()) return run_rank(options, mode, *comm);
+  if (!comm->is_distributed()) return run_rank(options, mode, *comm, stdout);
   // Rank 0 speaks for the job; the others' stdout would repeat it N times.
   // Their stderr stays: an error names the rank it happened on.
   if (comm->rank() != 0 && !std::freopen("/dev/null", "w", stdout))
@@ -434,7 +483,7 @@ int run_experiment(const RunOptions& options, RunMode mode) {
   // an OOM, its postmortem and closed trace) come first.
   int exit_code = 0;
   try {
-    exit_code = run_rank(options, mode, *comm);
+    exit_code = run_rank(options, mode, *comm, stdout);
   } catch (const Error& e) {
     std::fprintf(stderr, "headroom train: rank %d of %d: %s\n", comm->rank(), comm->world_size(),
                  e.what());

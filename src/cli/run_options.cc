@@ -19,6 +19,10 @@ bool parse_run_options(const std::string& command, const std::vector<std::string
       "print the resolved config (file + --set) as TOML and exit")(
       "overwrite", po::bool_switch(&options.overwrite),
       "replace the trace of an earlier run with the same run.name");
+  if (command == "plan")
+    visible.add_options()("world-size", po::value<int>(&options.world_size)->default_value(1),
+                          "simulate this many data-parallel ranks, one after another, each "
+                          "with its own batches; report every rank's peak");
   po::options_description hidden;
   hidden.add_options()("config", po::value<std::string>(&options.config_path));
   po::options_description all;
@@ -33,6 +37,8 @@ bool parse_run_options(const std::string& command, const std::vector<std::string
   } catch (const po::error& e) {
     throw UsageError(std::string(e.what()) + " (see headroom " + command + " --help)");
   }
+  if (options.world_size < 1)
+    throw UsageError("--world-size " + std::to_string(options.world_size) + ": must be at least 1");
   if (vm.count("help")) {
     std::cout
         << "usage: headroom " << command << " [exp.toml] [options]\n\n"

@@ -1,6 +1,9 @@
 #include "comm/communicator.h"
 
 #include <cstdlib>
+#include <string>
+
+#include "util/error.h"
 
 namespace headroom {
 
@@ -17,8 +20,44 @@ class SingleRank final : public Communicator {
   [[noreturn]] void abort(int exit_code) override { std::exit(exit_code); }
 };
 
+class Simulated final : public Communicator {
+ public:
+  Simulated(int rank, int world_size) : rank_(rank), world_size_(world_size) {}
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  bool is_distributed() const override { return false; }
+  void all_reduce_sum(Backend& backend, Tensor& tensor, std::string_view tag) override {
+    if (tensor.dtype() == DType::kF32) return;  // MPI reduces fp32 in place: nothing allocated
+    reduce_through_fp32_buffer(backend, tensor, tag, [](Tensor&) {});
+  }
+  void all_reduce_sum(std::span<double>) override {}
+  void barrier() override {}
+  [[noreturn]] void abort(int exit_code) override { std::exit(exit_code); }
+
+ private:
+  int rank_;
+  int world_size_;
+};
+
 }  // namespace
 
-std::unique_ptr<Communicator> make_single_rank_comm() { return std::make_unique<SingleRank>(); }
+void reduce_through_fp32_buffer(Backend& backend, Tensor& tensor, std::string_view tag,
+                                const std::function<void(Tensor&)>& reduce) {
+  HR_CHECK(tensor.dtype() == DType::kBF16, "only bf16 is widened for a reduction");
+  const std::string name = std::string(tag) + ".comm";
+  Tensor wide = backend.cast(tensor, DType::kF32, Category::kComm, name);
+  reduce(wide);
+  Tensor narrow = backend.cast(wide, DType::kBF16, Category::kComm, name);
+  backend.copy(narrow, tensor);
+}
+
+std::unique_ptr<Communicator> make_single_rank_comm() {
+  return std::make_unique<SingleRank>();
+}
+
+std::unique_ptr<Communicator> make_simulated_comm(int rank, int world_size) {
+  HR_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "a simulated rank is a rank");
+  return std::make_unique<Simulated>(rank, world_size);
+}
 
 }  // namespace headroom

@@ -9,6 +9,7 @@
 // buffer is part of the accounted memory, in plan and run alike.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -40,5 +41,17 @@ class Communicator {
 
 // A world of one: every collective is the identity (and allocates nothing).
 std::unique_ptr<Communicator> make_single_rank_comm();
+
+// Rank `rank` of `world_size` simulated in this process, for planning: every
+// collective allocates and frees what the real one does (the comm buffers of
+// a bf16 reduction) and moves no data, so a plan of rank r on the meta
+// backend makes rank r's allocations. Host sums return the local values.
+std::unique_ptr<Communicator> make_simulated_comm(int rank, int world_size);
+
+// The bf16 path of all_reduce_sum, shared by every communicator so real and
+// simulated ranks allocate alike: widens `tensor` into an fp32 comm buffer,
+// lets `reduce` sum it in place, and narrows the result back into `tensor`.
+void reduce_through_fp32_buffer(Backend& backend, Tensor& tensor, std::string_view tag,
+                                const std::function<void(Tensor&)>& reduce);
 
 }  // namespace headroom

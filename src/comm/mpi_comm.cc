@@ -83,9 +83,10 @@ class MpiComm final : public Communicator {
     // MPI counts are int: large groups go in pieces.
     constexpr int64_t kPiece = int64_t{1} << 30;
     for (int64_t done = 0; done < count; done += kPiece)
-      check(MPI_Allreduce(MPI_IN_PLACE, data + done, static_cast<int>(std::min(kPiece, count - done)),
-                          MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
-            "MPI_Allreduce");
+      check(
+          MPI_Allreduce(MPI_IN_PLACE, data + done, static_cast<int>(std::min(kPiece, count - done)),
+                        MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+          "MPI_Allreduce");
   }
 
   int rank_ = 0;
@@ -105,6 +106,8 @@ int local_rank_from_environment() {
                  env_int("SLURM_LOCALID", env_int("MPI_LOCALRANKID", 0)));
 }
 
-std::unique_ptr<Communicator> make_mpi_comm() { return std::make_unique<MpiComm>(); }
+std::unique_ptr<Communicator> make_mpi_comm() {
+  return std::make_unique<MpiComm>();
+}
 
 }  // namespace headroom

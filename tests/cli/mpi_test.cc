@@ -54,20 +54,24 @@ class Mpi : public ::testing::Test {
   // `mpirun -np <ranks> headroom train <args>` in the scratch folder (ranks
   // = 0: plain `headroom train`, no launcher). A 120 s timeout turns a hang
   // into a failure instead of a stuck suite.
-  Result train(int ranks, const std::string& args) {
+  Result train(int ranks, const std::string& args) { return headroom(ranks, "train", args); }
+  Result headroom(int ranks, const std::string& command_name, const std::string& args) {
     std::string launcher;
     if (ranks > 0)
       // One OpenMP thread per rank: N ranks share this machine's cores. Open
       // MPI's own allocations outlive MPI_Finalize, so LeakSanitizer (in the
       // sanitizer build) is off for these processes; the rest of the suite
       // checks headroom's own leaks.
-      launcher = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun "
-                 "--oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x "
-                 "ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 -np " +
-                 std::to_string(ranks) + " ";
+      launcher =
+          "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun "
+          "--oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x "
+          "ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 -np " +
+          std::to_string(ranks) + " ";
+    else
+      launcher = "OMP_NUM_THREADS=1 ";
     const std::string command = "cd '" + dir_.string() + "' && " + launcher +
-                                "'" HEADROOM_BINARY_DIR "/headroom' train" + kSmall + " " + args +
-                                " > out.txt 2> err.txt";
+                                "'" HEADROOM_BINARY_DIR "/headroom' " + command_name + kSmall +
+                                " " + args + " > out.txt 2> err.txt";
     const auto t0 = std::chrono::steady_clock::now();
     const int status = std::system(command.c_str());
     const double seconds =
@@ -91,8 +95,9 @@ TEST_F(Mpi, RanksTogetherLoseWhatOneRankAccumulatingTheirMicroBatchesLoses) {
   for (int ranks : {2, 4}) {
     SCOPED_TRACE(std::to_string(ranks) + " ranks");
     const std::string name = "np" + std::to_string(ranks);
-    Result r = train(ranks, "--set run.steps=5 --set batch.grad_accum=" +
-                                std::to_string(4 / ranks) + " --set run.name=" + name);
+    Result r =
+        train(ranks, "--set run.steps=5 --set batch.grad_accum=" + std::to_string(4 / ranks) +
+                         " --set run.name=" + name);
     ASSERT_EQ(r.code, 0) << r.err;
     // Rank 0 alone prints the progress.
     size_t lines = 0;
@@ -120,6 +125,47 @@ TEST_F(Mpi, RanksTogetherLoseWhatOneRankAccumulatingTheirMicroBatchesLoses) {
     for (const StepRecord& s : one)
       one_tokens += s.tokens;
     EXPECT_EQ(tokens, one_tokens) << "the ranks trained on exactly the same tokens";
+  }
+}
+
+// Promise 1 across ranks: `plan --world-size N` simulates each rank in one
+// process and makes exactly the allocations that rank makes under mpirun,
+// the bf16 gradients' fp32 comm buffers included.
+TEST_F(Mpi, PlanOfSeveralRanksMakesEachRanksAllocations) {
+  const std::string set = " --set run.steps=3 --set model.dtype=bf16 --set run.name=dp";
+  ASSERT_EQ(train(2, set).code, 0);
+  Result plan = headroom(0, "plan", set + " --world-size 2");
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  EXPECT_NE(plan.out.find("plan of 2 data-parallel ranks"), std::string::npos) << plan.out;
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const std::string name = "rank" + std::to_string(rank) + ".h5";
+    const TraceReader real = TraceReader::open((dir_ / "results/dp" / ("trace." + name)).string());
+    const TraceReader planned =
+        TraceReader::open((dir_ / "results/dp" / ("plan." + name)).string());
+    EXPECT_EQ(planned.header().rank, rank);
+    EXPECT_EQ(planned.header().world_size, 2);
+    const std::vector<MemoryEvent> a = real.events(), b = planned.events();
+    const std::vector<std::string> ta = real.tags(), tb = planned.tags();
+    ASSERT_EQ(a.size(), b.size());
+    bool comm = false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i].action, b[i].action) << "event " << i;
+      ASSERT_EQ(a[i].bytes, b[i].bytes) << "event " << i;
+      ASSERT_EQ(ta[a[i].tag_id], tb[b[i].tag_id]) << "event " << i;
+      ASSERT_EQ(a[i].category, b[i].category) << "event " << i;
+      ASSERT_EQ(a[i].phase, b[i].phase) << "event " << i;
+      comm = comm || (a[i].category == Category::kComm && a[i].phase == Phase::kReduce);
+    }
+    EXPECT_TRUE(comm) << "bf16 gradients are reduced through fp32 comm buffers";
+    const std::vector<StepRecord> sa = real.steps(), sb = planned.steps();
+    ASSERT_EQ(sa.size(), sb.size());
+    for (size_t i = 0; i < sa.size(); ++i) {
+      EXPECT_EQ(sa[i].peak_reserved, sb[i].peak_reserved);
+      EXPECT_EQ(sa[i].longest_sample, sb[i].longest_sample) << "the same batches";
+    }
+    const std::string row = std::to_string(rank) + "  ";
+    EXPECT_NE(plan.out.find(row), std::string::npos) << plan.out;
   }
 }
 
@@ -157,8 +203,9 @@ TEST_F(Mpi, ARankThatRunsOutOfMemoryEndsTheJobWithItsPostmortem) {
 }
 
 TEST_F(Mpi, AnErrorOnAnyRankEndsTheJobWithTheRankNamed) {
-  Result r = train(2, "--set run.steps=2 --set data.path=missing.h5 "
-                      "--set data.synthesize_if_missing=false");
+  Result r = train(2,
+                   "--set run.steps=2 --set data.path=missing.h5 "
+                   "--set data.synthesize_if_missing=false");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("missing.h5: no such file"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("rank 0 of 2"), std::string::npos) << r.err;
