@@ -66,10 +66,10 @@ void refuse_unbuilt_features(const ExperimentConfig& c) {
       c.attention.mask == AttentionSection::Mask::kDflashBlock)
     refuse("attention.mask = \"" + std::string(name_of(c.attention.mask)) + "\"",
            "use \"causal\" (causal within each packed document) or \"sliding_window\"");
-  if (c.zero.stage != 0 || c.zero.offload_optimizer)
-    refuse("zero.stage / zero.offload_optimizer",
-           "use zero.stage = 0: `mpirun -np N headroom train` runs data parallel with replicated "
-           "weights; sharding (stages 1-3) and offload arrive with the ZeRO issue");
+  if (c.zero.stage > 1 || c.zero.offload_optimizer)
+    refuse("zero.stage = " + std::to_string(c.zero.stage) + " / zero.offload_optimizer",
+           "use zero.stage = 0 or 1: stage 1 shards the optimizer states over the ranks; "
+           "gradient and parameter sharding (stages 2, 3) and offload arrive with the ZeRO issue");
   if (c.lora.enabled) refuse("lora.enabled = true", "LoRA arrives with the LoRA issue");
   if (c.checkpoint.format == CheckpointSection::Format::kSharded)
     refuse("checkpoint.format = \"sharded\"", "use \"consolidated\"");
@@ -217,8 +217,11 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
   if (!config.model.weights.empty()) check_weights(model_config, config.model.weights);
   const fs::path checkpoint_dir =
       config.checkpoint.dir.empty() ? run_dir / "checkpoints" : fs::path(config.checkpoint.dir);
-  const bool saving =
-      lead && !planning && (config.checkpoint.save_initial || config.checkpoint.save_every);
+  const bool saving = !planning && (config.checkpoint.save_initial || config.checkpoint.save_every);
+  // ZeRO stage >= 1 on several ranks: each rank keeps (and checkpoints) only
+  // its shard of the optimizer states.
+  const bool sharded = config.zero.stage >= 1 && world_size > 1;
+  const int64_t optimizer_shards = sharded ? world_size : 1;
 
   std::error_code ec;
   fs::create_directories(run_dir, ec);
@@ -274,6 +277,7 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
       : config.schedule.decay == ScheduleSection::Decay::kLinear ? Decay::kLinear
                                                                  : Decay::kConstant;
   trainer_options.grad_clip = static_cast<float>(config.optimizer.grad_clip);
+  trainer_options.zero_stage = config.zero.stage;
   AdamWConfig adamw;
   adamw.beta1 = static_cast<float>(config.optimizer.betas[0]);
   adamw.beta2 = static_cast<float>(config.optimizer.betas[1]);
@@ -317,11 +321,13 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
       else if (!config.model.weights.empty())
         load_weights(*backend, model, config.model.weights);
     }
-    AdamW optimizer(*backend, model.layouts(), model.params(), adamw);
+    AdamW optimizer(*backend, model.layouts(), model.params(), adamw,
+                    OptimizerSharding{sharded ? rank : 0, sharded ? world_size : 1});
     Trainer trainer(*backend, model, optimizer, trainer_options, &comm);
     int64_t first_step = 0;
     if (resuming) {
-      const TrainState state = load_train_state(*backend, optimizer, resume_dir);
+      const TrainState state =
+          load_train_state(*backend, optimizer, resume_dir, rank, optimizer_shards);
       trainer.restore_counts(state.updates, state.skipped);
       batcher.set_cursor(Cursor{state.data_epoch, state.data_position});
       first_step = state.step;
@@ -330,15 +336,20 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
                    static_cast<long long>(state.data_epoch),
                    static_cast<long long>(state.data_position));
     }
-    // A checkpoint: the weights (HF layout) and what resuming needs.
+    // A checkpoint: the weights (HF layout; every rank holds them whole, so
+    // the lead writes them), every optimizer shard, then the trainer state
+    // that marks the folder complete.
     auto save = [&](int64_t steps_done) {
       const std::string dir = (checkpoint_dir / ("step-" + std::to_string(steps_done))).string();
-      save_checkpoint(*backend, model, dir);
+      if (lead) save_checkpoint(*backend, model, dir);
+      comm.barrier();
+      if (lead || sharded) save_optimizer_state(*backend, optimizer, dir, rank, optimizer_shards);
+      comm.barrier();
       const Cursor cursor = batcher.cursor();
-      save_train_state(*backend, optimizer,
-                       TrainState{steps_done, trainer.updates(), trainer.skipped_steps(),
-                                  cursor.epoch, cursor.position},
-                       dir);
+      if (lead)
+        save_trainer_state(TrainState{steps_done, trainer.updates(), trainer.skipped_steps(),
+                                      cursor.epoch, cursor.position, optimizer_shards},
+                           dir);
     };
     if (saving && config.checkpoint.save_initial && !resuming) save(0);
     phase_peaks = allocator.stats().peak_allocated_by_phase;  // init, before step 0 resets it

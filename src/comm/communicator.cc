@@ -16,6 +16,7 @@ class SingleRank final : public Communicator {
   bool is_distributed() const override { return false; }
   void all_reduce_sum(Backend&, Tensor&, std::string_view) override {}
   void all_reduce_sum(std::span<double>) override {}
+  void all_gather_in_place(Tensor&, std::span<const int64_t>) override {}
   void barrier() override {}
   [[noreturn]] void abort(int exit_code) override { std::exit(exit_code); }
 };
@@ -31,6 +32,7 @@ class Simulated final : public Communicator {
     reduce_through_fp32_buffer(backend, tensor, tag, [](Tensor&) {});
   }
   void all_reduce_sum(std::span<double>) override {}
+  void all_gather_in_place(Tensor&, std::span<const int64_t>) override {}
   void barrier() override {}
   [[noreturn]] void abort(int exit_code) override { std::exit(exit_code); }
 

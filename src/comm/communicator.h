@@ -32,6 +32,10 @@ class Communicator {
   // values <- their sum over all ranks (host doubles: losses, token counts,
   // squared norms).
   virtual void all_reduce_sum(std::span<double> values) = 0;
+  // Assembles `flat` on every rank from the ranks' pieces, in place: rank r
+  // contributes the counts[r] elements that start at counts[0] + ... +
+  // counts[r - 1] (ZeRO's updated parameter shards). Allocates nothing.
+  virtual void all_gather_in_place(Tensor& flat, std::span<const int64_t> counts) = 0;
   virtual void barrier() = 0;
   // Ends every rank of the job with `exit_code`, now; never returns. A rank
   // that fails calls this instead of returning, so the others never wait

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,27 @@ class MpiComm final : public Communicator {
     check(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE,
                         MPI_SUM, MPI_COMM_WORLD),
           "MPI_Allreduce");
+  }
+
+  void all_gather_in_place(Tensor& flat, std::span<const int64_t> counts) override {
+    HR_CHECK(static_cast<int>(counts.size()) == size_, "one count per rank");
+    HR_CHECK(flat.dtype() == DType::kF32 || flat.dtype() == DType::kBF16,
+             "all_gather_in_place takes fp32 or bf16");
+    // bf16 travels as its 16 bits: gathering adds nothing up.
+    MPI_Datatype type = flat.dtype() == DType::kF32 ? MPI_FLOAT : MPI_UINT16_T;
+    std::vector<int> count(counts.size()), displacement(counts.size());
+    int64_t offset = 0;
+    for (size_t r = 0; r < counts.size(); ++r) {
+      HR_CHECK(offset + counts[r] <= std::numeric_limits<int>::max(),
+               "an all-gathered group fits MPI's int counts");
+      count[r] = static_cast<int>(counts[r]);
+      displacement[r] = static_cast<int>(offset);
+      offset += counts[r];
+    }
+    HR_CHECK(offset <= flat.numel(), "the pieces fit the buffer");
+    check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, flat.raw(), count.data(),
+                         displacement.data(), type, MPI_COMM_WORLD),
+          "MPI_Allgatherv");
   }
 
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }

@@ -1,5 +1,9 @@
 #include "model/param_group.h"
 
+#include <algorithm>
+
+#include "util/error.h"
+
 namespace headroom {
 
 GroupLayout GroupLayout::make(std::string name, std::vector<ParamSpec> specs) {
@@ -29,6 +33,15 @@ FlatGroup FlatGroup::allocate(Backend& backend, const GroupLayout& layout, DType
     group.views.push_back(group.flat.rows(begin, begin + n).view(layout.specs[i].shape));
   }
   return group;
+}
+
+GroupShard GroupShard::of(int64_t numel, int rank, int world_size) {
+  HR_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "a shard belongs to a rank");
+  GroupShard shard;
+  shard.size = (numel + world_size - 1) / world_size;
+  shard.begin = std::min(numel, int64_t{rank} * shard.size);
+  shard.end = std::min(numel, shard.begin + shard.size);
+  return shard;
 }
 
 }  // namespace headroom

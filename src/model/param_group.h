@@ -29,6 +29,20 @@ struct GroupLayout {
   int find(const std::string& hf_name) const;
 };
 
+// The part of a group that rank `rank` of `world_size` owns under ZeRO: the
+// group is padded to a multiple of world_size and cut into equal shards of
+// `size` elements; rank r's shard starts at r * size. `begin`/`end` is the
+// part of it inside the group (empty for a rank whose shard is all padding).
+struct GroupShard {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size = 0;  // ceil(numel / world_size)
+
+  int64_t numel() const { return end - begin; }
+  int64_t padding() const { return size - numel(); }
+  static GroupShard of(int64_t numel, int rank, int world_size);
+};
+
 // One flat buffer with the layout's views.
 struct FlatGroup {
   Tensor flat;                // (numel)

@@ -19,22 +19,38 @@ struct AdamWConfig {
   float weight_decay = 0.1f;
 };
 
+// Which shard of every group's optimizer state this rank keeps: ZeRO stage
+// >= 1 on world_size ranks; world_size 1 keeps everything.
+struct OptimizerSharding {
+  int rank = 0;
+  int world_size = 1;
+};
+
 class AdamW {
  public:
   // Allocates, in phase init, category optim: m and v (fp32) per group and,
   // for bf16 parameters, an fp32 master copy cast from the current values
-  // (so call it after the weights are initialized or loaded).
+  // (so call it after the weights are initialized or loaded). Sharded, each
+  // of them covers only this rank's GroupShard of the group, and a rank whose
+  // shard runs past the group's end also holds that padding, as one
+  // "<group>.zero_padding" allocation (ZeRO pads every group to a multiple of
+  // the world size; the padding is real memory on the last ranks).
   AdamW(Backend& backend, const std::vector<GroupLayout>& layouts, std::vector<FlatGroup>& params,
-        const AdamWConfig& config);
+        const AdamWConfig& config, OptimizerSharding sharding = {});
 
   // One update with learning rate lr; grad_scale multiplies the gradients
   // first (clipping). Weight decay skips norm weights and biases, as the
   // Hugging Face Trainer does. `step` counts from 1 (bias correction).
+  // Sharded, only this rank's shard of the parameters is updated; the caller
+  // all-gathers the groups afterwards.
   void step(std::vector<FlatGroup>& grads, float lr, float grad_scale, int64_t step);
 
-  // What a checkpoint must hold to resume exactly, as (name, fp32 flat
-  // buffer): "<group>.adam_m", "<group>.adam_v" and, for bf16 parameters,
-  // "<group>.master", in group order.
+  // This rank's shard of group g.
+  const GroupShard& shard(size_t g) const { return shards_[g]; }
+
+  // What a checkpoint must hold to resume exactly, as (name, fp32 buffer):
+  // "<group>.adam_m", "<group>.adam_v" and, for bf16 parameters,
+  // "<group>.master", in group order; sharded, this rank's shards.
   std::vector<std::pair<std::string, Tensor*>> state();
 
  private:
@@ -42,9 +58,11 @@ class AdamW {
   const std::vector<GroupLayout>& layouts_;
   std::vector<FlatGroup>& params_;
   AdamWConfig config_;
-  std::vector<FlatGroup> master_;  // empty groups (undefined) for fp32 params
-  std::vector<FlatGroup> m_;
-  std::vector<FlatGroup> v_;
+  std::vector<GroupShard> shards_;
+  std::vector<Tensor> master_;   // (shard) fp32; undefined for fp32 params or an empty shard
+  std::vector<Tensor> m_;        // (shard)
+  std::vector<Tensor> v_;        // (shard)
+  std::vector<Tensor> padding_;  // per group: the states' padding, or undefined
 };
 
 // Sum of squares of every gradient, on the host (double); NaN or inf when

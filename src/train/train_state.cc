@@ -20,8 +20,9 @@ constexpr int kFormatVersion = 1;
 std::string json_path(const std::string& dir) {
   return dir + "/trainer_state.json";
 }
-std::string tensors_path(const std::string& dir) {
-  return dir + "/optimizer.safetensors";
+std::string tensors_path(const std::string& dir, int rank, int64_t shards) {
+  return shards == 1 ? dir + "/optimizer.safetensors"
+                     : dir + "/optimizer.rank" + std::to_string(rank) + ".safetensors";
 }
 
 int64_t integer_at(const nlohmann::json& j, const std::string& key, const std::string& file) {
@@ -41,27 +42,29 @@ int64_t integer_at(const nlohmann::json& j, const std::string& key, const std::s
 
 }  // namespace
 
-void save_train_state(Backend& backend, AdamW& optimizer, const TrainState& state,
-                      const std::string& dir) {
-  {
-    SafetensorsWriter writer(tensors_path(dir), {{"format", "headroom-adamw"}});
-    const auto tensors = optimizer.state();
-    for (const auto& [name, tensor] : tensors)
-      writer.declare(name, DType::kF32, tensor->shape());
-    std::vector<float> host;
-    for (const auto& [name, tensor] : tensors) {
-      host.resize(static_cast<size_t>(tensor->numel()));
-      backend.copy_to_host(*tensor, host.data());
-      writer.write(name, host.data());
-    }
-    writer.finish();
+void save_optimizer_state(Backend& backend, AdamW& optimizer, const std::string& dir, int rank,
+                          int64_t shards) {
+  SafetensorsWriter writer(tensors_path(dir, rank, shards), {{"format", "headroom-adamw"}});
+  const auto tensors = optimizer.state();
+  for (const auto& [name, tensor] : tensors)
+    writer.declare(name, DType::kF32, tensor->shape());
+  std::vector<float> host;
+  for (const auto& [name, tensor] : tensors) {
+    host.resize(static_cast<size_t>(tensor->numel()));
+    backend.copy_to_host(*tensor, host.data());
+    writer.write(name, host.data());
   }
+  writer.finish();
+}
+
+void save_trainer_state(const TrainState& state, const std::string& dir) {
   nlohmann::ordered_json j;
   j["format_version"] = kFormatVersion;
   j["step"] = state.step;
   j["updates"] = state.updates;
   j["skipped"] = state.skipped;
   j["data_cursor"] = {{"epoch", state.data_epoch}, {"position", state.data_position}};
+  j["optimizer_shards"] = state.optimizer_shards;
   const std::string path = json_path(dir);
   const std::string tmp = path + ".tmp";
   {
@@ -70,6 +73,12 @@ void save_train_state(Backend& backend, AdamW& optimizer, const TrainState& stat
     if (!out.flush()) throw UsageError(tmp + ": write failed");
   }
   fs::rename(tmp, path);
+}
+
+void save_train_state(Backend& backend, AdamW& optimizer, const TrainState& state,
+                      const std::string& dir) {
+  save_optimizer_state(backend, optimizer, dir, 0, 1);
+  save_trainer_state(state, dir);
 }
 
 TrainState read_train_state(const std::string& dir) {
@@ -94,6 +103,8 @@ TrainState read_train_state(const std::string& dir) {
   state.skipped = integer_at(j, "skipped", path);
   state.data_epoch = integer_at(j, "data_cursor.epoch", path);
   state.data_position = integer_at(j, "data_cursor.position", path);
+  state.optimizer_shards =
+      j.contains("optimizer_shards") ? integer_at(j, "optimizer_shards", path) : 1;
   if (state.updates + state.skipped != state.step)
     throw UsageError(path + ": updates (" + std::to_string(state.updates) + ") + skipped (" +
                      std::to_string(state.skipped) + ") must equal step (" +
@@ -101,9 +112,15 @@ TrainState read_train_state(const std::string& dir) {
   return state;
 }
 
-TrainState load_train_state(Backend& backend, AdamW& optimizer, const std::string& dir) {
+TrainState load_train_state(Backend& backend, AdamW& optimizer, const std::string& dir, int rank,
+                            int64_t shards) {
   const TrainState state = read_train_state(dir);
-  const SafetensorsIndex index = SafetensorsIndex::open(tensors_path(dir));
+  if (state.optimizer_shards != shards)
+    throw UsageError(json_path(dir) + ": the optimizer state is in " +
+                     std::to_string(state.optimizer_shards) + " shard(s); this run needs " +
+                     std::to_string(shards) +
+                     " (resume with the world size and zero.stage that wrote it)");
+  const SafetensorsIndex index = SafetensorsIndex::open(tensors_path(dir, rank, shards));
   std::vector<float> host;
   for (const auto& [name, tensor] : optimizer.state()) {
     host.resize(static_cast<size_t>(tensor->numel()));

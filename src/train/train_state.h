@@ -3,9 +3,12 @@
 // the step and update counts, and the data cursor. Beside model.safetensors
 // and config.json in a checkpoint folder:
 //   optimizer.safetensors  fp32 tensors "<group>.adam_m", "<group>.adam_v",
-//                          "<group>.master" (see AdamW::state)
+//                          "<group>.master" (see AdamW::state); with ZeRO
+//                          sharding over N ranks, one file per rank instead:
+//                          optimizer.rank<R>.safetensors, each rank's shards
 //   trainer_state.json     {"step", "updates", "skipped", "data_cursor":
-//                          {"epoch", "position"}, "format_version": 1}
+//                          {"epoch", "position"}, "optimizer_shards",
+//                          "format_version": 1}
 #pragma once
 
 #include <cstdint>
@@ -22,13 +25,23 @@ struct TrainState {
   int64_t skipped = 0;  // steps skipped as non-finite
   int64_t data_epoch = 0;
   int64_t data_position = 0;
+  int64_t optimizer_shards = 1;  // optimizer files: 1, or one per rank (ZeRO stage >= 1)
 
   bool operator==(const TrainState&) const = default;
 };
 
-// Writes optimizer.safetensors and trainer_state.json into `dir` (which
-// exists), each through a temporary file and a rename, the JSON last: a
-// folder with trainer_state.json holds a complete state.
+// Writes this rank's optimizer file into `dir` (which exists) through a
+// temporary file and a rename: optimizer.safetensors when `shards` is 1,
+// else optimizer.rank<rank>.safetensors.
+void save_optimizer_state(Backend& backend, AdamW& optimizer, const std::string& dir, int rank,
+                          int64_t shards);
+
+// Writes trainer_state.json (through a temporary file and a rename). Call it
+// after every optimizer file is in place: a folder with trainer_state.json
+// holds a complete state.
+void save_trainer_state(const TrainState& state, const std::string& dir);
+
+// Both, for a single rank.
 void save_train_state(Backend& backend, AdamW& optimizer, const TrainState& state,
                       const std::string& dir);
 
@@ -37,9 +50,11 @@ void save_train_state(Backend& backend, AdamW& optimizer, const TrainState& stat
 // the file and the key.
 TrainState read_train_state(const std::string& dir);
 
-// Reads the state back, filling `optimizer`'s tensors. A tensor missing from
-// optimizer.safetensors, or of another shape (a different model or dtype), is
-// a UsageError naming the file and the tensor.
-TrainState load_train_state(Backend& backend, AdamW& optimizer, const std::string& dir);
+// Reads the state back, filling `optimizer`'s tensors from this rank's file.
+// A checkpoint with another number of optimizer shards than `shards`, a
+// tensor missing from the file, or one of another shape (a different model,
+// dtype or world size) is a UsageError naming the file and the tensor.
+TrainState load_train_state(Backend& backend, AdamW& optimizer, const std::string& dir,
+                            int rank = 0, int64_t shards = 1);
 
 }  // namespace headroom

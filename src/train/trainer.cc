@@ -77,6 +77,17 @@ StepRecord Trainer::step(int64_t step, const std::vector<Batch>& micro_batches) 
                            ? static_cast<float>(options_.grad_clip / (norm + 1e-6))
                            : 1.0f;
     optimizer_.step(model_.grads(), static_cast<float>(record.lr), clip, ++updates_);
+    if (options_.zero_stage >= 1 && comm_.world_size() > 1) {
+      // Each rank updated its own shard: put the groups back together.
+      PhaseScope gather(allocator, Phase::kGather);
+      std::vector<int64_t> counts(static_cast<size_t>(comm_.world_size()));
+      for (size_t g = 0; g < model_.params().size(); ++g) {
+        for (int r = 0; r < comm_.world_size(); ++r)
+          counts[static_cast<size_t>(r)] =
+              GroupShard::of(model_.layouts()[g].numel, r, comm_.world_size()).numel();
+        comm_.all_gather_in_place(model_.params()[g].flat, counts);
+      }
+    }
   }
   model_.zero_grads();
 

@@ -17,6 +17,9 @@ namespace headroom {
 struct TrainerOptions {
   LrSchedule schedule;
   float grad_clip = 1.0f;  // global norm; 0 = no clipping
+  // ZeRO stage: 1 = the optimizer (built with OptimizerSharding) updates this
+  // rank's shard of each group, and the groups are all-gathered after it.
+  int zero_stage = 0;
 };
 
 class Trainer {

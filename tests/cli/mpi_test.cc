@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/token_dataset_writer.h"
@@ -92,12 +93,12 @@ TEST_F(Mpi, RanksTogetherLoseWhatOneRankAccumulatingTheirMicroBatchesLoses) {
   ASSERT_EQ(train(0, "--set run.steps=5 --set batch.grad_accum=4 --set run.name=one").code, 0);
   const std::vector<StepRecord> one = steps("one", 0);
   ASSERT_EQ(one.size(), 5u);
-  for (int ranks : {2, 4}) {
-    SCOPED_TRACE(std::to_string(ranks) + " ranks");
-    const std::string name = "np" + std::to_string(ranks);
+  for (auto [ranks, stage] : {std::pair{2, 0}, std::pair{4, 0}, std::pair{2, 1}, std::pair{4, 1}}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks, zero.stage " + std::to_string(stage));
+    const std::string name = "np" + std::to_string(ranks) + "z" + std::to_string(stage);
     Result r =
         train(ranks, "--set run.steps=5 --set batch.grad_accum=" + std::to_string(4 / ranks) +
-                         " --set run.name=" + name);
+                         " --set zero.stage=" + std::to_string(stage) + " --set run.name=" + name);
     ASSERT_EQ(r.code, 0) << r.err;
     // Rank 0 alone prints the progress.
     size_t lines = 0;
@@ -126,6 +127,95 @@ TEST_F(Mpi, RanksTogetherLoseWhatOneRankAccumulatingTheirMicroBatchesLoses) {
       one_tokens += s.tokens;
     EXPECT_EQ(tokens, one_tokens) << "the ranks trained on exactly the same tokens";
   }
+}
+
+// Model-state bytes of one rank at the end of init, by category.
+struct ModelState {
+  uint64_t param = 0, grad = 0, optim = 0;
+};
+ModelState model_state(const TraceReader& trace) {
+  ModelState state;
+  for (const MemoryEvent& e : trace.events()) {
+    if (e.phase != Phase::kInit || e.action != MemoryAction::kAlloc) continue;
+    if (e.category == Category::kParam) state.param += e.bytes;
+    if (e.category == Category::kGrad) state.grad += e.bytes;
+    if (e.category == Category::kOptim) state.optim += e.bytes;
+  }
+  return state;
+}
+
+// ZeRO's arithmetic for mixed-precision Adam (bf16 weights and gradients,
+// fp32 master, m and v): 2Ψ + 2Ψ + 12Ψ at stage 0, 2Ψ + 2Ψ + 12Ψ/N at
+// stage 1, where 12Ψ/N is exact up to the padding of each group to a
+// multiple of N (fewer than N elements per group, on the last ranks).
+TEST_F(Mpi, ModelStateBytesPerRankFollowZerosArithmetic) {
+  const std::string set =
+      " --set model.dtype=bf16 --set memory.allocator=exact --set run.steps=1 --overwrite";
+  ASSERT_EQ(headroom(0, "plan", set + " --set run.name=base").code, 0);
+  const ModelState base =
+      model_state(TraceReader::open((dir_ / "results/base/plan.rank0.h5").string()));
+  const uint64_t psi = base.param / 2;
+  const uint64_t groups = 6;  // an upper bound for the tiny preset (embed, 4 blocks, head)
+  EXPECT_EQ(base.grad, 2 * psi);
+  EXPECT_EQ(base.optim, 12 * psi) << "16Ψ in all at stage 0";
+  for (uint64_t ranks : {1, 2, 4}) {
+    for (int stage : {0, 1}) {
+      SCOPED_TRACE(std::to_string(ranks) + " ranks, stage " + std::to_string(stage));
+      const std::string name = "n" + std::to_string(ranks) + "s" + std::to_string(stage);
+      Result r = headroom(0, "plan",
+                          set + " --set zero.stage=" + std::to_string(stage) + " --world-size " +
+                              std::to_string(ranks) + " --set run.name=" + name);
+      ASSERT_EQ(r.code, 0) << r.err;
+      uint64_t optim_total = 0;
+      for (uint64_t rank = 0; rank < ranks; ++rank) {
+        const ModelState state = model_state(TraceReader::open(
+            (dir_ / "results" / name / ("plan.rank" + std::to_string(rank) + ".h5")).string()));
+        EXPECT_EQ(state.param, 2 * psi);
+        EXPECT_EQ(state.grad, 2 * psi);
+        if (stage == 0) {
+          EXPECT_EQ(state.optim, 12 * psi);
+        } else {
+          EXPECT_GE(state.optim + 12 * groups * ranks, 12 * psi / ranks) << "rank " << rank;
+          EXPECT_LE(state.optim, 12 * psi / ranks + 12 * groups * ranks) << "rank " << rank;
+        }
+        optim_total += state.optim;
+      }
+      if (stage == 1) {
+        // Every element's states live on exactly one rank; the rest is padding.
+        EXPECT_GE(optim_total, 12 * psi);
+        EXPECT_LT(optim_total, 12 * psi + 12 * groups * ranks);
+      }
+    }
+  }
+}
+
+TEST_F(Mpi, AShardedRunResumesFromItsOptimizerShards) {
+  const std::string set =
+      " --set run.steps=4 --set checkpoint.save_every=2 --set zero.stage=1 --set run.name=z";
+  ASSERT_EQ(train(2, set).code, 0);
+  const fs::path step2 = dir_ / "results/z/checkpoints/step-2";
+  EXPECT_TRUE(fs::exists(step2 / "optimizer.rank0.safetensors"));
+  EXPECT_TRUE(fs::exists(step2 / "optimizer.rank1.safetensors"));
+  Result resumed = train(2, set + " --set checkpoint.resume_from=" + step2.string());
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string file = "trace.rank" + std::to_string(rank);
+    const std::vector<StepRecord> a =
+        TraceReader::open((dir_ / "results/z" / (file + ".h5")).string()).steps();
+    const std::vector<StepRecord> b =
+        TraceReader::open((dir_ / "results/z" / (file + ".from-step-2.h5")).string()).steps();
+    ASSERT_EQ(a.size(), 4u);
+    ASSERT_EQ(b.size(), 2u);
+    for (size_t i = 0; i < 2; ++i)
+      EXPECT_EQ(b[i].loss, a[i + 2].loss) << "rank " << rank << " step " << b[i].step;
+  }
+  // A run of another world size cannot take these shards.
+  Result wrong =
+      train(0, set + " --set run.name=z1 --set checkpoint.resume_from=" + step2.string());
+  EXPECT_EQ(wrong.code, 2);
+  EXPECT_NE(wrong.err.find("the optimizer state is in 2 shard(s); this run needs 1"),
+            std::string::npos)
+      << wrong.err;
 }
 
 // Promise 1 across ranks: `plan --world-size N` simulates each rank in one
