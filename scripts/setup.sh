@@ -14,6 +14,8 @@ packages=(
   libgtest-dev
   libdnnl-dev
   nlohmann-json3-dev
+  libicu-dev
+  curl ca-certificates
   python3-h5py python3-numpy
   clang-format
 )

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/fetch-test-assets.sh  # the Qwen3 tokenizer.json the tokenizer tests need
 bash scripts/check-format.sh
 cmake --preset default
 cmake --build --preset default -j"$(nproc)"

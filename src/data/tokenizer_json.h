@@ -1,0 +1,31 @@
+// read_tokenizer_json: the parts of a HuggingFace tokenizer.json that
+// BpeTokenizer uses, read and checked against what it can reproduce exactly
+// (the list is in bpe_tokenizer.h). Every problem is a UsageError
+// "<file>: <key>: <what>", the key written as a path into the JSON
+// ("pre_tokenizer.pretokenizers[0].behavior", "model.merges[17]").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/added_tokens.h"
+#include "data/pre_tokenizer.h"
+
+namespace headroom {
+
+struct TokenizerJson {
+  std::string path;  // the file read (a folder's tokenizer.json)
+  bool nfc = false;  // normalizer NFC; false = none
+  std::vector<PreTokenizer::Step> pre_tokenizer;
+  std::vector<std::pair<std::string, int32_t>> vocab;       // model.vocab, byte-level spelling
+  std::vector<std::pair<std::string, std::string>> merges;  // model.merges, in rank order
+  bool ignore_merges = false;
+  std::vector<AddedToken> added_tokens;
+};
+
+// Reads `path`, a tokenizer.json or a folder holding one.
+TokenizerJson read_tokenizer_json(const std::string& path);
+
+}  // namespace headroom
