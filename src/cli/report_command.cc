@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "report/summary.h"
 #include "trace/reader.h"
+#include "util/bytes.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -27,6 +28,39 @@ std::vector<fs::path> traces_in(const fs::path& dir) {
   }
   std::sort(found.begin(), found.end());
   return found;
+}
+
+// One line per trace of a folder with several: the ranks side by side, so a
+// rank whose batches (or an OOM) set it apart stands out.
+std::string compare_traces(const std::vector<fs::path>& traces) {
+  std::string out = "\ntraces side by side:\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "  %-32s %-9s %6s %-14s %-14s %s\n", "file", "rank", "steps",
+                "peak alloc", "peak reserved", "longest sample / OOM");
+  out += line;
+  for (const fs::path& path : traces) {
+    const TraceReader trace = TraceReader::open(path.string());
+    uint64_t allocated = 0, reserved = 0;
+    int64_t longest = 0;
+    const std::vector<StepRecord> steps = trace.steps();
+    for (const StepRecord& step : steps) {
+      allocated = std::max(allocated, step.peak_allocated);
+      reserved = std::max(reserved, step.peak_reserved);
+      longest = std::max(longest, step.longest_sample);
+    }
+    std::string last = std::to_string(longest);
+    if (trace.has_oom()) {
+      const Postmortem oom = trace.oom();
+      last = "OUT OF MEMORY at step " + std::to_string(oom.step) + " (" + oom.tag + ")";
+    }
+    const std::string rank =
+        std::to_string(trace.header().rank) + "/" + std::to_string(trace.header().world_size);
+    std::snprintf(line, sizeof line, "  %-32s %-9s %6zu %-14s %-14s %s\n",
+                  path.filename().string().c_str(), rank.c_str(), steps.size(),
+                  format_bytes(allocated).c_str(), format_bytes(reserved).c_str(), last.c_str());
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace
@@ -68,6 +102,7 @@ int report_command(const std::vector<std::string>& args) {
     if (i) std::printf("\n");
     std::printf("%s", summarize_trace(TraceReader::open(traces[i].string())).c_str());
   }
+  if (traces.size() > 1) std::printf("%s", compare_traces(traces).c_str());
   return 0;
 }
 

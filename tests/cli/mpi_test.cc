@@ -295,6 +295,16 @@ TEST_F(Mpi, ARankThatRunsOutOfMemoryEndsTheJobWithItsPostmortem) {
     if (TraceReader::open(path.string()).has_oom()) ++with_postmortem;
   }
   EXPECT_EQ(with_postmortem, 1) << "exactly one rank ran out of memory";
+
+  // The report of the run folder puts the ranks side by side.
+  const std::string command = "cd '" + dir_.string() +
+                              "' && '" HEADROOM_BINARY_DIR
+                              "/headroom' report results/oom > report.txt 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  const std::string report = slurp(dir_ / "report.txt");
+  EXPECT_NE(report.find("traces side by side"), std::string::npos) << report;
+  EXPECT_NE(report.find("trace.rank1.h5"), std::string::npos) << report;
+  EXPECT_NE(report.find("OUT OF MEMORY at step"), std::string::npos) << report;
 }
 
 TEST_F(Mpi, AnErrorOnAnyRankEndsTheJobWithTheRankNamed) {
