@@ -155,7 +155,7 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
   const BackendKind kind = backend_for(config, mode);
   const bool planning = kind == BackendKind::kMeta;
   const char* verb = mode == RunMode::kPlan ? "plan" : "train";
-  if (world_size > 1 && !planning && kind != BackendKind::kCpu)
+  if (comm.is_distributed() && kind != BackendKind::kCpu)
     throw UsageError("run.backend = \"" + std::string(name_of(config.run.backend)) +
                      "\": " + std::to_string(world_size) +
                      " ranks need the cpu backend in this build (MpiComm reduces host memory)");
