@@ -265,7 +265,9 @@ TEST_F(DataCli, BatchesShowsThePaddingOfPaddedMode) {
       run("batches --set data.path=a.h5 --set batch.mode=padded --set batch.micro_batch_size=2 "
           "--set batch.seq_len=100 --steps 3 --json");
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const json& step : json::parse(r.out)["steps"])
+  const json fixed = json::parse(r.out);  // named: a range-for over a temporary's member dangles
+  ASSERT_EQ(fixed["steps"].size(), 3u);
+  for (const json& step : fixed["steps"])
     for (const json& b : step["ranks"][0]["micro_batches"])
       EXPECT_EQ(b["tokens"], 200) << "two rows of seq_len";
 }
