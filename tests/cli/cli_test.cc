@@ -1,7 +1,6 @@
 // The `headroom` binary end to end: exit codes, messages, the run folder,
 // the trace it leaves, and plan = run on the quickstart model.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli_harness.h"
 #include "config/config.h"
 #include "trace/reader.h"
 
@@ -23,49 +23,18 @@ constexpr const char* kSmall =
     " --set data.synthetic_documents=50 --set batch.max_tokens_per_micro_batch=256"
     " --set loss.chunk_size=128 --set schedule.warmup_steps=1";
 
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
+using testing::Result;
+using testing::slurp;
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-class Cli : public ::testing::Test {
+class Cli : public testing::ScratchFolder {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("headroom_cli_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Runs `headroom <args>` in the scratch folder.
   // `small` appends kSmall to train and plan (later --set wins, so a test
   // that needs other sizes passes small = false).
   Result run(const std::string& args, bool small = true) {
-    std::string command =
-        "cd '" + dir_.string() + "' && '" HEADROOM_BINARY_DIR "/headroom' " + args;
-    if (small && (args.rfind("train", 0) == 0 || args.rfind("plan", 0) == 0)) command += kSmall;
-    command += " > out.txt 2> err.txt";
-    int status = std::system(command.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(dir_ / "out.txt");
-    r.err = slurp(dir_ / "err.txt");
-    return r;
+    const bool sized = args.rfind("train", 0) == 0 || args.rfind("plan", 0) == 0;
+    return run_headroom(small && sized ? args + kSmall : args);
   }
-  void write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-  }
-  fs::path dir_;
 };
 
 TEST_F(Cli, UsageErrorsExitTwo) {

@@ -1,7 +1,6 @@
 // `headroom data synth | inspect | batches` end to end: the real binary in a
 // scratch folder, its numbers checked against each other and the file.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <climits>
@@ -12,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli_harness.h"
 #include "data/token_dataset.h"
 
 namespace fs = std::filesystem;
@@ -20,45 +20,18 @@ using nlohmann::json;
 namespace headroom {
 namespace {
 
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
+using testing::Result;
+using testing::slurp;
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-class DataCli : public ::testing::Test {
+class DataCli : public testing::ScratchFolder {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("headroom_data_cli_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  Result run(const std::string& args) {
-    const std::string command = "cd '" + dir_.string() +
-                                "' && '" HEADROOM_BINARY_DIR "/headroom' data " + args +
-                                " > out.txt 2> err.txt";
-    const int status = std::system(command.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out.txt"),
-            slurp(dir_ / "err.txt")};
-  }
+  Result run(const std::string& args) { return run_headroom("data " + args); }
   // A corpus the quickstart's tiny model (vocab 512) can embed.
   void synth(const std::string& name, const std::string& extra = "") {
     Result r = run("synth " + name +
                    " --vocab 512 --documents 120 --lengths histogram:60-80:3,220-260:1 " + extra);
     ASSERT_EQ(r.code, 0) << r.err;
   }
-  fs::path dir_;
 };
 
 TEST_F(DataCli, SynthThenInspectAgree) {

@@ -2,7 +2,6 @@
 // JSONL in, the HDF5 dataset read back token by token, every error checked
 // for its message and for leaving nothing behind.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <zlib.h>
 
 #include <cstdlib>
@@ -14,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_harness.h"
 #include "data/token_dataset.h"
 
 namespace fs = std::filesystem;
@@ -22,18 +22,8 @@ using nlohmann::json;
 namespace headroom {
 namespace {
 
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::Result;
+using testing::slurp;
 
 struct Document {
   std::vector<int32_t> ids;
@@ -61,29 +51,12 @@ std::string jsonl_line(const Document& d, size_t index) {
   return line + "}";
 }
 
-class DataConvert : public ::testing::Test {
+class DataConvert : public testing::ScratchFolder {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("headroom_data_convert_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // `headroom data <args>` in the scratch folder; `input` (a file there) as
   // standard input when given.
   Result run(const std::string& args, const std::string& input = "") {
-    const std::string command =
-        "cd '" + dir_.string() + "' && '" HEADROOM_BINARY_DIR "/headroom' data " + args +
-        (input.empty() ? "" : " < '" + input + "'") + " > out.txt 2> err.txt";
-    const int status = std::system(command.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out.txt"),
-            slurp(dir_ / "err.txt")};
-  }
-  void write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name, std::ios::binary) << text;
+    return run_headroom("data " + args + (input.empty() ? "" : " < '" + input + "'"));
   }
   void write_gzip(const std::string& name, const std::string& text) {
     gzFile gz = gzopen((dir_ / name).c_str(), "wb");
@@ -112,7 +85,6 @@ class DataConvert : public ::testing::Test {
     }
     return text;
   }
-  fs::path dir_;
 };
 
 TEST_F(DataConvert, RoundTripKeepsEveryTokenAndMaskValue) {

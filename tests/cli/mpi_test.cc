@@ -3,9 +3,7 @@
 // trace, and a rank that fails ends the whole job instead of leaving the
 // others waiting in a collective.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli_harness.h"
 #include "data/token_dataset_writer.h"
 #include "trace/reader.h"
 
@@ -27,65 +26,33 @@ constexpr const char* kSmall =
     " --set data.synthetic_documents=60 --set batch.max_tokens_per_micro_batch=256"
     " --set loss.chunk_size=128 --set schedule.warmup_steps=1";
 
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-  double seconds;
-};
+using testing::Result;
+using testing::slurp;
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-class Mpi : public ::testing::Test {
+class Mpi : public testing::ScratchFolder {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("headroom_mpi_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // `mpirun -np <ranks> headroom train <args>` in the scratch folder (ranks
   // = 0: plain `headroom train`, no launcher). A 120 s timeout turns a hang
   // into a failure instead of a stuck suite.
   Result train(int ranks, const std::string& args) { return headroom(ranks, "train", args); }
   Result headroom(int ranks, const std::string& command_name, const std::string& args) {
-    std::string launcher;
-    if (ranks > 0)
-      // One OpenMP thread per rank: N ranks share this machine's cores. Open
-      // MPI's own allocations outlive MPI_Finalize, so LeakSanitizer (in the
-      // sanitizer build) is off for these processes; the rest of the suite
-      // checks headroom's own leaks.
-      launcher =
-          "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun "
-          "--oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x "
-          "ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 -np " +
-          std::to_string(ranks) + " ";
-    else
-      launcher = "OMP_NUM_THREADS=1 ";
-    const std::string command = "cd '" + dir_.string() + "' && " + launcher +
-                                "'" HEADROOM_BINARY_DIR "/headroom' " + command_name + kSmall +
-                                " " + args + " > out.txt 2> err.txt";
-    const auto t0 = std::chrono::steady_clock::now();
-    const int status = std::system(command.c_str());
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out.txt"),
-            slurp(dir_ / "err.txt"), seconds};
+    // One OpenMP thread per rank: N ranks share this machine's cores. Open
+    // MPI's own allocations outlive MPI_Finalize, so LeakSanitizer (in the
+    // sanitizer build) is off for these processes; the rest of the suite
+    // checks headroom's own leaks.
+    const std::string launcher =
+        ranks > 0 ? "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun "
+                    "--oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x "
+                    "ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 -np " +
+                        std::to_string(ranks) + " "
+                  : "OMP_NUM_THREADS=1 ";
+    return run_headroom(command_name + kSmall + " " + args, launcher);
   }
   std::vector<StepRecord> steps(const std::string& run, int rank) {
     return TraceReader::open(
                (dir_ / "results" / run / ("trace.rank" + std::to_string(rank) + ".h5")).string())
         .steps();
   }
-  fs::path dir_;
 };
 
 TEST_F(Mpi, RanksTogetherLoseWhatOneRankAccumulatingTheirMicroBatchesLoses) {
@@ -297,11 +264,9 @@ TEST_F(Mpi, ARankThatRunsOutOfMemoryEndsTheJobWithItsPostmortem) {
   EXPECT_EQ(with_postmortem, 1) << "exactly one rank ran out of memory";
 
   // The report of the run folder puts the ranks side by side.
-  const std::string command = "cd '" + dir_.string() +
-                              "' && '" HEADROOM_BINARY_DIR
-                              "/headroom' report results/oom > report.txt 2>&1";
-  ASSERT_EQ(std::system(command.c_str()), 0);
-  const std::string report = slurp(dir_ / "report.txt");
+  Result shown = run_headroom("report results/oom");
+  ASSERT_EQ(shown.code, 0) << shown.err;
+  const std::string& report = shown.out;
   EXPECT_NE(report.find("traces side by side"), std::string::npos) << report;
   EXPECT_NE(report.find("trace.rank1.h5"), std::string::npos) << report;
   EXPECT_NE(report.find("OUT OF MEMORY at step"), std::string::npos) << report;
