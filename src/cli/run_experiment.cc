@@ -20,6 +20,7 @@
 #include "model/model_config.h"
 #include "model/transformer.h"
 #include "model/weights.h"
+#include "parallel/zero.h"
 #include "report/summary.h"
 #include "trace/reader.h"
 #include "trace/writer.h"
@@ -66,10 +67,9 @@ void refuse_unbuilt_features(const ExperimentConfig& c) {
       c.attention.mask == AttentionSection::Mask::kDflashBlock)
     refuse("attention.mask = \"" + std::string(name_of(c.attention.mask)) + "\"",
            "use \"causal\" (causal within each packed document) or \"sliding_window\"");
-  if (c.zero.stage > 1 || c.zero.offload_optimizer)
-    refuse("zero.stage = " + std::to_string(c.zero.stage) + " / zero.offload_optimizer",
-           "use zero.stage = 0 or 1: stage 1 shards the optimizer states over the ranks; "
-           "gradient and parameter sharding (stages 2, 3) and offload arrive with the ZeRO issue");
+  if (c.zero.offload_optimizer)
+    refuse("zero.offload_optimizer = true",
+           "keep the optimizer states on the device; zero.stage 1-3 shards them over the ranks");
   if (c.lora.enabled) refuse("lora.enabled = true", "LoRA arrives with the LoRA issue");
   if (c.checkpoint.format == CheckpointSection::Format::kSharded)
     refuse("checkpoint.format = \"sharded\"", "use \"consolidated\"");
@@ -277,7 +277,6 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
       : config.schedule.decay == ScheduleSection::Decay::kLinear ? Decay::kLinear
                                                                  : Decay::kConstant;
   trainer_options.grad_clip = static_cast<float>(config.optimizer.grad_clip);
-  trainer_options.zero_stage = config.zero.stage;
   AdamWConfig adamw;
   adamw.beta1 = static_cast<float>(config.optimizer.betas[0]);
   adamw.beta2 = static_cast<float>(config.optimizer.betas[1]);
@@ -312,7 +311,11 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
   double last_loss = 0;
   std::array<uint64_t, kNumPhases> phase_peaks{};
   try {
-    Transformer model(*backend, model_config, model_options);
+    ZeroOptions zero_options;
+    zero_options.stage = config.zero.stage;
+    zero_options.prefetch = static_cast<int>(config.zero.prefetch);
+    Zero zero(*backend, comm, model_options.dtype, zero_options);
+    Transformer model(*backend, model_config, model_options, &zero);
     {
       PhaseScope scope(allocator, Phase::kInit);
       model.init_random(static_cast<uint64_t>(config.model.seed));
@@ -321,9 +324,15 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
       else if (!config.model.weights.empty())
         load_weights(*backend, model, config.model.weights);
     }
-    AdamW optimizer(*backend, model.layouts(), model.params(), adamw,
-                    OptimizerSharding{sharded ? rank : 0, sharded ? world_size : 1});
-    Trainer trainer(*backend, model, optimizer, trainer_options, &comm);
+    std::vector<GroupShard> shards;
+    std::vector<Tensor> param_shards;
+    for (size_t g = 0; g < zero.num_groups(); ++g) {
+      shards.push_back(zero.shard(g));
+      param_shards.push_back(zero.param_shard(g));
+    }
+    AdamW optimizer(*backend, model.layouts(), std::move(shards), std::move(param_shards), adamw,
+                    zero.shards_optimizer());
+    Trainer trainer(*backend, model, optimizer, trainer_options, zero);
     int64_t first_step = 0;
     if (resuming) {
       const TrainState state =
@@ -336,12 +345,12 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
                    static_cast<long long>(state.data_epoch),
                    static_cast<long long>(state.data_position));
     }
-    // A checkpoint: the weights (HF layout; every rank holds them whole, so
-    // the lead writes them), every optimizer shard, then the trainer state
-    // that marks the folder complete.
+    // A checkpoint: the weights (HF layout, written by the lead; under
+    // ZeRO-3 every rank takes part in gathering them), every optimizer
+    // shard, then the trainer state that marks the folder complete.
     auto save = [&](int64_t steps_done) {
       const std::string dir = (checkpoint_dir / ("step-" + std::to_string(steps_done))).string();
-      if (lead) save_checkpoint(*backend, model, dir);
+      save_checkpoint(*backend, model, dir, lead ? SaveRole::kWrite : SaveRole::kGatherOnly);
       comm.barrier();
       if (lead || sharded) save_optimizer_state(*backend, optimizer, dir, rank, optimizer_shards);
       comm.barrier();

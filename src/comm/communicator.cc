@@ -17,6 +17,9 @@ class SingleRank final : public Communicator {
   void all_reduce_sum(Backend&, Tensor&, std::string_view) override {}
   void all_reduce_sum(std::span<double>) override {}
   void all_gather_in_place(Tensor&, std::span<const int64_t>) override {}
+  void reduce_scatter_sum_in_place(Backend&, Tensor&, std::span<const int64_t>,
+                                   std::string_view) override {}
+  void broadcast(Tensor&, int) override {}
   void barrier() override {}
   [[noreturn]] void abort(int exit_code) override { std::exit(exit_code); }
 };
@@ -33,6 +36,12 @@ class Simulated final : public Communicator {
   }
   void all_reduce_sum(std::span<double>) override {}
   void all_gather_in_place(Tensor&, std::span<const int64_t>) override {}
+  void reduce_scatter_sum_in_place(Backend& backend, Tensor& flat, std::span<const int64_t>,
+                                   std::string_view tag) override {
+    if (flat.dtype() == DType::kF32) return;
+    reduce_through_fp32_buffer(backend, flat, tag, [](Tensor&) {});
+  }
+  void broadcast(Tensor&, int) override {}
   void barrier() override {}
   [[noreturn]] void abort(int exit_code) override { std::exit(exit_code); }
 

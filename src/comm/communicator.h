@@ -36,6 +36,16 @@ class Communicator {
   // contributes the counts[r] elements that start at counts[0] + ... +
   // counts[r - 1] (ZeRO's updated parameter shards). Allocates nothing.
   virtual void all_gather_in_place(Tensor& flat, std::span<const int64_t> counts) = 0;
+  // The reverse (ZeRO-2/3's gradient reduce-scatter): afterwards rank r's
+  // piece of `flat` (the counts[r] elements from counts[0] + ... +
+  // counts[r - 1]) holds the sum of that piece over all ranks; the rest of
+  // `flat` is unspecified. fp32 or bf16 (bf16 is summed in an fp32 comm
+  // buffer, as all_reduce_sum does).
+  virtual void reduce_scatter_sum_in_place(Backend& backend, Tensor& flat,
+                                           std::span<const int64_t> counts,
+                                           std::string_view tag) = 0;
+  // tensor <- rank `root`'s tensor, on every rank (any dtype).
+  virtual void broadcast(Tensor& tensor, int root) = 0;
   virtual void barrier() = 0;
   // Ends every rank of the job with `exit_code`, now; never returns. A rank
   // that fails calls this instead of returning, so the others never wait

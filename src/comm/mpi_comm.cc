@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -60,10 +61,34 @@ class MpiComm final : public Communicator {
       return;
     }
     HR_CHECK(tensor.dtype() == DType::kBF16, "all_reduce_sum takes fp32 or bf16");
-    Tensor wide = backend.cast(tensor, DType::kF32, Category::kComm, std::string(tag) + ".comm");
-    reduce_floats(static_cast<float*>(wide.raw()), wide.numel());
-    Tensor narrow = backend.cast(wide, DType::kBF16, Category::kComm, std::string(tag) + ".comm");
-    backend.copy(narrow, tensor);
+    reduce_through_fp32_buffer(backend, tensor, tag, [&](Tensor& wide) {
+      reduce_floats(static_cast<float*>(wide.raw()), wide.numel());
+    });
+  }
+
+  void reduce_scatter_sum_in_place(Backend& backend, Tensor& flat, std::span<const int64_t> counts,
+                                   std::string_view tag) override {
+    HR_CHECK(backend.kind() == BackendKind::kCpu, "MpiComm reduces host (cpu) tensors");
+    if (flat.dtype() == DType::kF32) {
+      reduce_scatter_floats(static_cast<float*>(flat.raw()), flat.numel(), counts);
+      return;
+    }
+    HR_CHECK(flat.dtype() == DType::kBF16, "reduce_scatter_sum_in_place takes fp32 or bf16");
+    reduce_through_fp32_buffer(backend, flat, tag, [&](Tensor& wide) {
+      reduce_scatter_floats(static_cast<float*>(wide.raw()), wide.numel(), counts);
+    });
+  }
+
+  void broadcast(Tensor& tensor, int root) override {
+    HR_CHECK(root >= 0 && root < size_, "the broadcast's root is a rank");
+    auto* bytes = static_cast<char*>(tensor.raw());
+    constexpr int64_t kPiece = int64_t{1} << 30;
+    for (int64_t done = 0; done < static_cast<int64_t>(tensor.nbytes()); done += kPiece)
+      check(MPI_Bcast(
+                bytes + done,
+                static_cast<int>(std::min(kPiece, static_cast<int64_t>(tensor.nbytes()) - done)),
+                MPI_BYTE, root, MPI_COMM_WORLD),
+            "MPI_Bcast");
   }
 
   void all_reduce_sum(std::span<double> values) override {
@@ -109,6 +134,27 @@ class MpiComm final : public Communicator {
           MPI_Allreduce(MPI_IN_PLACE, data + done, static_cast<int>(std::min(kPiece, count - done)),
                         MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
           "MPI_Allreduce");
+  }
+
+  // MPI_Reduce_scatter in place leaves this rank's summed piece at the
+  // start of the buffer; it is moved to where the piece belongs.
+  void reduce_scatter_floats(float* data, int64_t count, std::span<const int64_t> counts) {
+    HR_CHECK(static_cast<int>(counts.size()) == size_, "one count per rank");
+    std::vector<int> pieces(counts.size());
+    int64_t total = 0, offset = 0;
+    for (size_t r = 0; r < counts.size(); ++r) {
+      HR_CHECK(counts[r] <= std::numeric_limits<int>::max(),
+               "a reduce-scattered piece fits MPI's int counts");
+      pieces[r] = static_cast<int>(counts[r]);
+      if (static_cast<int>(r) < rank_) offset += counts[r];
+      total += counts[r];
+    }
+    HR_CHECK(total <= count, "the pieces fit the buffer");
+    check(MPI_Reduce_scatter(MPI_IN_PLACE, data, pieces.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+          "MPI_Reduce_scatter");
+    if (offset > 0 && pieces[static_cast<size_t>(rank_)] > 0)
+      std::memmove(data + offset, data,
+                   static_cast<size_t>(pieces[static_cast<size_t>(rank_)]) * sizeof(float));
   }
 
   int rank_ = 0;

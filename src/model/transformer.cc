@@ -70,8 +70,12 @@ struct Transformer::BlockSaved {
 };
 
 Transformer::Transformer(Backend& backend, const ModelConfig& config,
-                         const TransformerOptions& options)
-    : backend_(backend), config_(config), options_(options), layouts_(transformer_layouts(config)) {
+                         const TransformerOptions& options, GroupResidency* residency)
+    : backend_(backend),
+      config_(config),
+      options_(options),
+      layouts_(transformer_layouts(config)),
+      residency_(residency) {
   attention_.heads = config.num_heads;
   attention_.kv_heads = config.num_kv_heads;
   attention_.head_dim = config.head_dim;
@@ -88,6 +92,12 @@ Transformer::Transformer(Backend& backend, const ModelConfig& config,
   if (config.qk_norm) block_index_[kQNorm] = next++, block_index_[kKNorm] = next++;
 
   PhaseScope scope(backend.allocator(), Phase::kInit);
+  if (residency_) {
+    params_.resize(layouts_.size());
+    grads_.resize(layouts_.size());
+    residency_->bind(layouts_, params_, grads_);
+    return;
+  }
   for (const GroupLayout& layout : layouts_)
     params_.push_back(FlatGroup::allocate(backend, layout, options.dtype, Category::kParam,
                                           layout.name + ".params"));
@@ -113,10 +123,35 @@ Tensor& Transformer::lm_head_grad() {
   return config_.tie_word_embeddings ? grads_.front().views[0] : grads_.back().views[1];
 }
 
+void Transformer::acquire_params(size_t g, GroupResidency::Pass pass) {
+  if (residency_) residency_->acquire_params(g, pass);
+}
+
+void Transformer::release_params(size_t g) {
+  if (residency_) residency_->release_params(g);
+}
+
+void Transformer::begin_params_write(size_t g) {
+  if (residency_) residency_->begin_params_write(g);
+}
+
+void Transformer::end_params_write(size_t g) {
+  if (residency_) residency_->end_params_write(g);
+}
+
+void Transformer::acquire_grads(size_t g) {
+  if (residency_) residency_->acquire_grads(g);
+}
+
+void Transformer::release_grads(size_t g) {
+  if (residency_) residency_->release_grads(g);
+}
+
 void Transformer::init_random(uint64_t seed) {
   const float a = 0.02f * std::sqrt(3.0f);
   uint64_t stream = 0;
   for (size_t g = 0; g < params_.size(); ++g) {
+    begin_params_write(g);
     for (size_t i = 0; i < params_[g].views.size(); ++i) {
       Tensor& w = params_[g].views[i];
       const std::string& name = layouts_[g].specs[i].name;
@@ -131,12 +166,13 @@ void Transformer::init_random(uint64_t seed) {
         backend_.fill_uniform(w, seed * 1000003 + stream, -a, a);
       ++stream;
     }
+    end_params_write(g);
   }
 }
 
 void Transformer::zero_grads() {
   for (FlatGroup& g : grads_)
-    backend_.fill(g.flat, 0.0f);
+    if (g.flat.defined()) backend_.fill(g.flat, 0.0f);
 }
 
 Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, const Batch& batch,
@@ -304,6 +340,10 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
   const int64_t T = batch.size(), C = config_.hidden_size, L = config_.num_layers;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   HR_CHECK(T > 0, "empty micro-batch");
+  using Pass = GroupResidency::Pass;
+  constexpr size_t kEmbed = 0;
+  const size_t head = layouts_.size() - 1;
+  const bool tied = config_.tie_word_embeddings;
 
   Tensor ids, targets;
   std::vector<BlockSaved> saved;
@@ -321,10 +361,15 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
     Tensor x =
         b.empty({T, C}, dt, is_checkpointed(0) ? Category::kCheckpoint : Category::kActivation,
                 "embed.out");
+    acquire_params(kEmbed, Pass::kForward);
     b.embedding_forward(params_.front().views[0], ids, x);
+    release_params(kEmbed);
     for (int64_t l = 0; l < L; ++l) {
       PhaseScope layer(allocator, Phase::kForward, static_cast<int32_t>(l));
+      const size_t g = static_cast<size_t>(l + 1);
+      acquire_params(g, Pass::kForward);
       saved.push_back(block_forward(l, x, batch, !is_checkpointed(l)));
+      release_params(g);
       x = saved.back().y;
       saved.back().y = Tensor();
     }
@@ -332,6 +377,11 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
   }
   {
     PhaseScope scope(allocator, Phase::kLoss);
+    // The head's gradients are complete after this phase; a tied table's
+    // only after the embedding's backward.
+    acquire_params(head, Pass::kForward);
+    acquire_grads(head);
+    if (tied) acquire_params(kEmbed, Pass::kAlone), acquire_grads(kEmbed);
     h_final = b.empty({T, C}, dt, Category::kActivation, "final_norm.out");
     rstd_final = b.empty({T}, DType::kF32, Category::kActivation, "final_norm.rstd");
     b.rmsnorm_forward(x_final, params_.back().views[0], eps, h_final, rstd_final);
@@ -347,6 +397,9 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
                        grads_.back().views[0]);
     x_final = Tensor(), rstd_final = Tensor();
     d_out_ = dx;
+    if (tied) release_params(kEmbed);
+    release_grads(head);
+    release_params(head);
   }
   {
     PhaseScope scope(allocator, Phase::kBackward);
@@ -356,6 +409,9 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
       PhaseScope layer(allocator, Phase::kBackward, static_cast<int32_t>(l));
       BlockSaved s = std::move(saved[static_cast<size_t>(l)]);
       saved.pop_back();
+      const size_t g = static_cast<size_t>(l + 1);
+      acquire_params(g, Pass::kBackward);
+      acquire_grads(g);
       if (is_checkpointed(l)) {
         // Rebuild this block's activations from its saved input.
         Tensor input = s.x;
@@ -364,8 +420,12 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
         s.y = Tensor();
       }
       d = block_backward(l, s, d, batch);
+      release_grads(g);
+      release_params(g);
     }
+    if (!tied) acquire_grads(kEmbed);
     b.embedding_backward(d, ids, grads_.front().views[0]);
+    release_grads(kEmbed);
   }
   positions_ = Tensor();
 }

@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "backend/linear_cross_entropy.h"
 #include "model/batch.h"
+#include "model/group_residency.h"
 #include "model/model_config.h"
 #include "model/param_group.h"
 
@@ -51,7 +52,11 @@ class Transformer {
  public:
   // Allocates parameters (category param) and gradients (category grad),
   // in phase init. Values are uninitialized until init_random() or a load.
-  Transformer(Backend& backend, const ModelConfig& config, const TransformerOptions& options);
+  // With a `residency` (which must outlive the model) the model allocates
+  // neither: the residency decides what lives where (ZeRO), and the model
+  // announces every use of a group to it.
+  Transformer(Backend& backend, const ModelConfig& config, const TransformerOptions& options,
+              GroupResidency* residency = nullptr);
 
   // Seeded init (docs/model.md): every matrix ~ U(-a, a) with a = 0.02*sqrt(3)
   // (std 0.02, as Hugging Face's initializer_range), norm weights 1, biases 0.
@@ -63,12 +68,23 @@ class Transformer {
   // normally 1 / counted tokens of the whole step.
   void forward_backward(const Batch& batch, float loss_scale, Tensor& loss_sum);
 
+  // Zeroes the gradient groups that are allocated (all of them without a
+  // residency; a residency zeroes what it keeps itself).
   void zero_grads();
+
+  // Group g's parameters, whole, between the calls (a collective under ZeRO-3:
+  // every rank must make it), for reading (save) or overwriting (load, init).
+  void acquire_params(size_t g, GroupResidency::Pass pass = GroupResidency::Pass::kAlone);
+  void release_params(size_t g);
+  void begin_params_write(size_t g);
+  void end_params_write(size_t g);
 
   const ModelConfig& config() const { return config_; }
   const TransformerOptions& options() const { return options_; }
   // Groups in order: embed, block.0 .. block.L-1, head.
   const std::vector<GroupLayout>& layouts() const { return layouts_; }
+  // Group g's entry is whole (flat defined) while it is acquired; without a
+  // residency, always.
   std::vector<FlatGroup>& params() { return params_; }
   std::vector<FlatGroup>& grads() { return grads_; }
 
@@ -80,6 +96,8 @@ class Transformer {
   Tensor& lm_head_grad();
   BlockSaved block_forward(int64_t layer, const Tensor& x, const Batch& batch, bool keep_all);
   bool is_checkpointed(int64_t layer) const;
+  void acquire_grads(size_t g);
+  void release_grads(size_t g);
   Tensor block_backward(int64_t layer, BlockSaved& saved, const Tensor& dy, const Batch& batch);
 
   Backend& backend_;
@@ -87,6 +105,7 @@ class Transformer {
   TransformerOptions options_;
   AttentionParams attention_;
   std::vector<GroupLayout> layouts_;
+  GroupResidency* residency_;     // nullptr: every group allocated whole, once
   std::vector<int> block_index_;  // BlockParam -> view index in the block group, -1 if absent
   std::vector<FlatGroup> params_;
   std::vector<FlatGroup> grads_;

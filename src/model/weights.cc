@@ -3,7 +3,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -12,23 +14,32 @@
 
 namespace headroom {
 
-void save_weights(Backend& backend, Transformer& model, const std::string& path) {
+void save_weights(Backend& backend, Transformer& model, const std::string& path, SaveRole role) {
   HR_CHECK(backend.kind() != BackendKind::kMeta, "save_weights on a meta model: " + path);
-  SafetensorsWriter writer(path, {{"format", "pt"}, {"created_by", "headroom"}});
+  std::optional<SafetensorsWriter> writer;
   const auto& layouts = model.layouts();
-  for (const GroupLayout& layout : layouts)
-    for (const ParamSpec& spec : layout.specs)
-      writer.declare(spec.name, model.params().front().flat.dtype(), spec.shape);
+  if (role == SaveRole::kWrite) {
+    writer.emplace(
+        path, std::map<std::string, std::string>{{"format", "pt"}, {"created_by", "headroom"}});
+    for (const GroupLayout& layout : layouts)
+      for (const ParamSpec& spec : layout.specs)
+        writer->declare(spec.name, model.options().dtype, spec.shape);
+  }
   std::vector<char> host;
   for (size_t g = 0; g < layouts.size(); ++g) {
-    for (size_t i = 0; i < layouts[g].specs.size(); ++i) {
-      const Tensor& view = model.params()[g].views[i];
-      host.resize(view.nbytes());
-      backend.copy_to_host(view, host.data());
-      writer.write(layouts[g].specs[i].name, host.data());
+    // Under ZeRO-3 every rank takes part in gathering the group.
+    model.acquire_params(g);
+    if (writer) {
+      for (size_t i = 0; i < layouts[g].specs.size(); ++i) {
+        const Tensor& view = model.params()[g].views[i];
+        host.resize(view.nbytes());
+        backend.copy_to_host(view, host.data());
+        writer->write(layouts[g].specs[i].name, host.data());
+      }
     }
+    model.release_params(g);
   }
-  writer.finish();
+  if (writer) writer->finish();
 }
 
 namespace {
@@ -153,11 +164,15 @@ std::string hf_config_json(const ModelConfig& c, DType dtype) {
   return j.dump(2) + "\n";
 }
 
-void save_checkpoint(Backend& backend, Transformer& model, const std::string& dir) {
+void save_checkpoint(Backend& backend, Transformer& model, const std::string& dir, SaveRole role) {
+  if (role == SaveRole::kGatherOnly) {
+    save_weights(backend, model, "", role);
+    return;
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw UsageError(dir + ": cannot create checkpoint folder: " + ec.message());
-  save_weights(backend, model, dir + "/model.safetensors");
+  save_weights(backend, model, dir + "/model.safetensors", role);
   const std::string json = hf_config_json(model.config(), model.options().dtype);
   const std::string tmp = dir + "/config.json.tmp";
   {
@@ -172,18 +187,23 @@ void load_weights(Backend& backend, Transformer& model, const std::string& path)
   SafetensorsIndex index = SafetensorsIndex::open(path);
   const auto& layouts = model.layouts();
   const std::vector<const SafetensorsEntry*> entries = match(index, model.config(), layouts);
-  if (backend.kind() == BackendKind::kMeta) return;
+  const bool meta = backend.kind() == BackendKind::kMeta;
   std::vector<char> raw, converted;
   size_t k = 0;
   for (size_t g = 0; g < layouts.size(); ++g) {
+    // Every tensor of the group is overwritten; under ZeRO-3 each rank then
+    // keeps its shard. On meta only that (the allocations) happens.
+    model.begin_params_write(g);
     for (size_t i = 0; i < layouts[g].specs.size(); ++i) {
       const SafetensorsEntry* entry = entries[k++];
+      if (meta) continue;
       Tensor& view = model.params()[g].views[i];
       raw.resize(entry->nbytes);
       index.read_raw(*entry, raw.data());
       convert(raw, entry->dtype, view.dtype(), view.numel(), converted);
       backend.copy_from_host(converted.data(), view);
     }
+    model.end_params_write(g);
   }
 }
 

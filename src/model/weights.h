@@ -10,10 +10,16 @@
 
 namespace headroom {
 
+// Who writes a save: under ZeRO-3 gathering each group is a collective, so
+// every rank calls the save and one of them (the lead) writes.
+enum class SaveRole { kWrite, kGatherOnly };
+
 // Writes every parameter (in the model's dtype) to `path`, atomically. A tied
 // head is stored once, as model.embed_tokens.weight, as transformers does.
-// Meta models cannot be saved (InternalError): a plan has no values.
-void save_weights(Backend& backend, Transformer& model, const std::string& path);
+// Meta models cannot be saved (InternalError): a plan has no values. With
+// kGatherOnly, takes part in the gathers and writes nothing (path unused).
+void save_weights(Backend& backend, Transformer& model, const std::string& path,
+                  SaveRole role = SaveRole::kWrite);
 
 // Loads every parameter from `path` (file, folder or index.json), converting
 // F32 / BF16 / F16 to the model's dtype. A missing tensor, a shape mismatch,
@@ -31,7 +37,9 @@ void check_weights(const ModelConfig& config, const std::string& path);
 // folder loads with transformers' from_pretrained.
 std::string hf_config_json(const ModelConfig& config, DType dtype);
 
-// Writes <dir>/model.safetensors and <dir>/config.json (creating dir).
-void save_checkpoint(Backend& backend, Transformer& model, const std::string& dir);
+// Writes <dir>/model.safetensors and <dir>/config.json (creating dir); with
+// kGatherOnly, only takes part in the gathers.
+void save_checkpoint(Backend& backend, Transformer& model, const std::string& dir,
+                     SaveRole role = SaveRole::kWrite);
 
 }  // namespace headroom

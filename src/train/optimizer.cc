@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "util/error.h"
+
 namespace headroom {
 
 namespace {
@@ -15,27 +17,60 @@ bool is_decayed(const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+std::vector<GroupShard> whole(const std::vector<GroupLayout>& layouts) {
+  std::vector<GroupShard> shards;
+  for (const GroupLayout& layout : layouts)
+    shards.push_back(GroupShard::of(layout.numel, 0, 1));
+  return shards;
+}
+
+std::vector<Tensor> flats(std::vector<FlatGroup>& groups) {
+  std::vector<Tensor> tensors;
+  for (FlatGroup& group : groups)
+    tensors.push_back(group.flat);
+  return tensors;
+}
+
+}  // namespace
+
 AdamW::AdamW(Backend& backend, const std::vector<GroupLayout>& layouts,
-             std::vector<FlatGroup>& params, const AdamWConfig& config, OptimizerSharding sharding)
-    : backend_(backend), layouts_(layouts), params_(params), config_(config) {
+             std::vector<FlatGroup>& params, const AdamWConfig& config)
+    : AdamW(backend, layouts, whole(layouts), flats(params), config, false) {}
+
+AdamW::AdamW(Backend& backend, const std::vector<GroupLayout>& layouts,
+             std::vector<GroupShard> shards, std::vector<Tensor> param_shards,
+             const AdamWConfig& config, bool padded)
+    : backend_(backend),
+      layouts_(layouts),
+      config_(config),
+      shards_(std::move(shards)),
+      params_(std::move(param_shards)) {
+  HR_CHECK(shards_.size() == layouts.size() && params_.size() == layouts.size(),
+           "one shard per parameter group");
   PhaseScope scope(backend.allocator(), Phase::kInit);
+  // Mixed precision (bf16 parameters, fp32 master) is the model's, whole;
+  // a shard that is all padding has no parameter to tell.
+  const bool mixed = std::any_of(params_.begin(), params_.end(), [](const Tensor& t) {
+    return t.defined() && t.dtype() != DType::kF32;
+  });
   for (size_t g = 0; g < layouts.size(); ++g) {
     const GroupLayout& layout = layouts[g];
-    const GroupShard shard = GroupShard::of(layout.numel, sharding.rank, sharding.world_size);
-    shards_.push_back(shard);
-    const bool mixed = params[g].flat.dtype() != DType::kF32;
+    const GroupShard& shard = shards_[g];
+    HR_CHECK(shard.numel() == 0 || params_[g].numel() == shard.numel(),
+             layout.name + ": the parameter shard has the shard's size");
     Tensor master, m, v, padding;
     if (shard.numel() > 0) {
       // Only flat buffers: step() takes per-parameter row ranges of them.
       if (mixed)
-        master = backend.cast(params[g].flat.rows(shard.begin, shard.end), DType::kF32,
-                              Category::kOptim, layout.name + ".master");
+        master = backend.cast(params_[g], DType::kF32, Category::kOptim, layout.name + ".master");
       m = backend.empty({shard.numel()}, DType::kF32, Category::kOptim, layout.name + ".adam_m");
       backend.fill(m, 0.0f);
       v = backend.empty({shard.numel()}, DType::kF32, Category::kOptim, layout.name + ".adam_v");
       backend.fill(v, 0.0f);
     }
-    if (shard.padding() > 0 && sharding.world_size > 1)
+    if (padded && shard.padding() > 0)
       padding = backend.empty({shard.padding() * (mixed ? 3 : 2)}, DType::kF32, Category::kOptim,
                               layout.name + ".zero_padding");
     master_.push_back(std::move(master));
@@ -56,20 +91,20 @@ std::vector<std::pair<std::string, Tensor*>> AdamW::state() {
   return state;
 }
 
-void AdamW::step(std::vector<FlatGroup>& grads, float lr, float grad_scale, int64_t step) {
+void AdamW::step(const std::vector<Tensor>& grad_shards, float lr, float grad_scale, int64_t step) {
+  HR_CHECK(grad_shards.size() == layouts_.size(), "one gradient shard per parameter group");
   for (size_t g = 0; g < layouts_.size(); ++g) {
     const GroupLayout& layout = layouts_[g];
     const GroupShard& shard = shards_[g];
     for (size_t i = 0; i < layout.specs.size(); ++i) {
       // The part of parameter i inside this rank's shard, as flat 1-D views
-      // of every buffer: parameters and gradients are whole groups, the
-      // states start at the shard.
+      // of every buffer (all of them start at the shard).
       const int64_t begin = std::max(layout.offsets[i], shard.begin);
       const int64_t end = std::min(layout.offsets[i] + numel_of(layout.specs[i].shape), shard.end);
       if (begin >= end) continue;
       const int64_t from = begin - shard.begin, to = end - shard.begin;
-      Tensor param = params_[g].flat.rows(begin, end);
-      Tensor grad = grads[g].flat.rows(begin, end);
+      Tensor param = params_[g].rows(from, to);
+      Tensor grad = grad_shards[g].rows(from, to);
       Tensor m = m_[g].rows(from, to);
       Tensor v = v_[g].rows(from, to);
       Tensor master = master_[g].defined() ? master_[g].rows(from, to) : Tensor();
@@ -84,16 +119,6 @@ void AdamW::step(std::vector<FlatGroup>& grads, float lr, float grad_scale, int6
       backend_.adamw_update(param, master, grad, m, v, p);
     }
   }
-}
-
-double grad_sum_of_squares(Backend& backend, std::vector<FlatGroup>& grads) {
-  Tensor total = backend.empty({1}, DType::kF32, Category::kWorkspace, "optimizer.grad_norm");
-  backend.fill(total, 0.0f);
-  for (FlatGroup& g : grads)
-    backend.sum_squares(g.flat, total);
-  float host = 0;
-  backend.copy_to_host(total, &host);
-  return host;
 }
 
 }  // namespace headroom

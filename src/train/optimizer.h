@@ -19,31 +19,29 @@ struct AdamWConfig {
   float weight_decay = 0.1f;
 };
 
-// Which shard of every group's optimizer state this rank keeps: ZeRO stage
-// >= 1 on world_size ranks; world_size 1 keeps everything.
-struct OptimizerSharding {
-  int rank = 0;
-  int world_size = 1;
-};
-
 class AdamW {
  public:
-  // Allocates, in phase init, category optim: m and v (fp32) per group and,
-  // for bf16 parameters, an fp32 master copy cast from the current values
-  // (so call it after the weights are initialized or loaded). Sharded, each
-  // of them covers only this rank's GroupShard of the group, and a rank whose
-  // shard runs past the group's end also holds that padding, as one
-  // "<group>.zero_padding" allocation (ZeRO pads every group to a multiple of
-  // the world size; the padding is real memory on the last ranks).
+  // Allocates, in phase init, category optim: m and v (fp32) for each of
+  // `param_shards` (param_shards[g] is the part `shards[g]` of group g that
+  // this rank updates, a 1-D tensor that stays put; undefined when the shard
+  // is all padding) and, for bf16 parameters, an fp32 master copy cast from
+  // their current values (so construct it after the weights are initialized
+  // or loaded). With `padded`, a shard that runs past its group's end also
+  // holds that padding, as one "<group>.zero_padding" allocation: ZeRO pads
+  // every group to a multiple of the world size, and the padding is real
+  // memory on the last ranks.
+  AdamW(Backend& backend, const std::vector<GroupLayout>& layouts, std::vector<GroupShard> shards,
+        std::vector<Tensor> param_shards, const AdamWConfig& config, bool padded);
+  // Whole groups (one rank).
   AdamW(Backend& backend, const std::vector<GroupLayout>& layouts, std::vector<FlatGroup>& params,
-        const AdamWConfig& config, OptimizerSharding sharding = {});
+        const AdamWConfig& config);
 
-  // One update with learning rate lr; grad_scale multiplies the gradients
-  // first (clipping). Weight decay skips norm weights and biases, as the
-  // Hugging Face Trainer does. `step` counts from 1 (bias correction).
-  // Sharded, only this rank's shard of the parameters is updated; the caller
-  // all-gathers the groups afterwards.
-  void step(std::vector<FlatGroup>& grads, float lr, float grad_scale, int64_t step);
+  // One update of the parameter shards with learning rate lr from
+  // `grad_shards` (laid out as the parameter shards); grad_scale multiplies
+  // the gradients first (clipping). Weight decay skips norm weights and
+  // biases, as the Hugging Face Trainer does. `step` counts from 1 (bias
+  // correction). Sharded, the caller puts the groups back together after.
+  void step(const std::vector<Tensor>& grad_shards, float lr, float grad_scale, int64_t step);
 
   // This rank's shard of group g.
   const GroupShard& shard(size_t g) const { return shards_[g]; }
@@ -56,17 +54,13 @@ class AdamW {
  private:
   Backend& backend_;
   const std::vector<GroupLayout>& layouts_;
-  std::vector<FlatGroup>& params_;
   AdamWConfig config_;
   std::vector<GroupShard> shards_;
+  std::vector<Tensor> params_;   // (shard) this rank's part of each group
   std::vector<Tensor> master_;   // (shard) fp32; undefined for fp32 params or an empty shard
   std::vector<Tensor> m_;        // (shard)
   std::vector<Tensor> v_;        // (shard)
   std::vector<Tensor> padding_;  // per group: the states' padding, or undefined
 };
-
-// Sum of squares of every gradient, on the host (double); NaN or inf when
-// any gradient is not finite.
-double grad_sum_of_squares(Backend& backend, std::vector<FlatGroup>& grads);
 
 }  // namespace headroom

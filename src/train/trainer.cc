@@ -4,18 +4,40 @@
 #include <chrono>
 #include <cmath>
 
+#include "util/error.h"
 #include "util/log.h"
 
 namespace headroom {
 
+namespace {
+
+std::unique_ptr<Zero> adopting_zero(Backend& backend, Transformer& model, Communicator& comm) {
+  auto zero = std::make_unique<Zero>(backend, comm, model.options().dtype, ZeroOptions{});
+  zero->adopt(model.layouts(), model.params(), model.grads());
+  return zero;
+}
+
+}  // namespace
+
 Trainer::Trainer(Backend& backend, Transformer& model, AdamW& optimizer,
-                 const TrainerOptions& options, Communicator* comm)
+                 const TrainerOptions& options, Zero& zero)
     : backend_(backend),
       model_(model),
       optimizer_(optimizer),
       options_(options),
-      single_(comm ? nullptr : make_single_rank_comm()),
-      comm_(comm ? *comm : *single_) {}
+      zero_(zero),
+      comm_(zero.comm()) {}
+
+Trainer::Trainer(Backend& backend, Transformer& model, AdamW& optimizer,
+                 const TrainerOptions& options)
+    : backend_(backend),
+      model_(model),
+      optimizer_(optimizer),
+      options_(options),
+      single_(make_single_rank_comm()),
+      own_zero_(adopting_zero(backend, model, *single_)),
+      zero_(*own_zero_),
+      comm_(*single_) {}
 
 StepRecord Trainer::step(int64_t step, const std::vector<Batch>& micro_batches) {
   Allocator& allocator = backend_.allocator();
@@ -48,13 +70,12 @@ StepRecord Trainer::step(int64_t step, const std::vector<Batch>& micro_batches) 
   comm_.all_reduce_sum(global_counted);
   const float loss_scale =
       global_counted[0] > 0 ? static_cast<float>(1.0 / global_counted[0]) : 0.0f;
-  for (const Batch& b : micro_batches)
+  for (const Batch& b : micro_batches) {
     model_.forward_backward(b, loss_scale, loss_sum);
-  if (comm_.world_size() > 1) {
-    PhaseScope reduce(allocator, Phase::kReduce);
-    for (size_t g = 0; g < model_.grads().size(); ++g)
-      comm_.all_reduce_sum(backend_, model_.grads()[g].flat, model_.layouts()[g].name + ".grad");
+    HR_CHECK(zero_.groups_in_flight() == 0,
+             "every group gathered for a micro-batch was released after it");
   }
+  zero_.finish_grads();
 
   PhaseScope scope(allocator, Phase::kOptimizer);
   float loss_host = 0;
@@ -63,7 +84,7 @@ StepRecord Trainer::step(int64_t step, const std::vector<Batch>& micro_batches) 
   double loss_total[1] = {static_cast<double>(loss_host)};
   comm_.all_reduce_sum(loss_total);
   record.loss = global_counted[0] > 0 ? loss_total[0] / global_counted[0] : 0.0;
-  const double norm = std::sqrt(grad_sum_of_squares(backend_, model_.grads()));
+  const double norm = std::sqrt(zero_.grad_sum_of_squares());
   record.grad_norm = norm;
   record.lr = options_.schedule.at(step);
 
@@ -76,20 +97,14 @@ StepRecord Trainer::step(int64_t step, const std::vector<Batch>& micro_batches) 
     const float clip = options_.grad_clip > 0 && norm > options_.grad_clip
                            ? static_cast<float>(options_.grad_clip / (norm + 1e-6))
                            : 1.0f;
-    optimizer_.step(model_.grads(), static_cast<float>(record.lr), clip, ++updates_);
-    if (options_.zero_stage >= 1 && comm_.world_size() > 1) {
-      // Each rank updated its own shard: put the groups back together.
-      PhaseScope gather(allocator, Phase::kGather);
-      std::vector<int64_t> counts(static_cast<size_t>(comm_.world_size()));
-      for (size_t g = 0; g < model_.params().size(); ++g) {
-        for (int r = 0; r < comm_.world_size(); ++r)
-          counts[static_cast<size_t>(r)] =
-              GroupShard::of(model_.layouts()[g].numel, r, comm_.world_size()).numel();
-        comm_.all_gather_in_place(model_.params()[g].flat, counts);
-      }
-    }
+    std::vector<Tensor> grad_shards;
+    for (size_t g = 0; g < zero_.num_groups(); ++g)
+      grad_shards.push_back(zero_.grad_shard(g));
+    optimizer_.step(grad_shards, static_cast<float>(record.lr), clip, ++updates_);
+    // Each rank updated its own shards: at stages 1-2, put the groups back together.
+    zero_.finish_step();
   }
-  model_.zero_grads();
+  zero_.zero_grads();
 
   record.peak_allocated = allocator.peak_allocated();
   record.peak_reserved = allocator.peak_reserved();

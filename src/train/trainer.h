@@ -8,6 +8,7 @@
 
 #include "comm/communicator.h"
 #include "model/transformer.h"
+#include "parallel/zero.h"
 #include "trace/records.h"
 #include "train/lr_schedule.h"
 #include "train/optimizer.h"
@@ -17,20 +18,20 @@ namespace headroom {
 struct TrainerOptions {
   LrSchedule schedule;
   float grad_clip = 1.0f;  // global norm; 0 = no clipping
-  // ZeRO stage: 1 = the optimizer (built with OptimizerSharding) updates this
-  // rank's shard of each group, and the groups are all-gathered after it.
-  int zero_stage = 0;
 };
 
 class Trainer {
  public:
-  // With `comm` (which must outlive the trainer), the step is data-parallel:
-  // every rank runs its own micro-batches, the loss is normalized by the
-  // counted tokens of all ranks, and the gradients are summed over ranks
-  // (phase reduce) before the norm, so every rank applies the same update.
-  // Without, a world of one.
+  // Data-parallel over `zero`'s communicator (`zero` must be the model's
+  // residency, or have adopted its groups, and `optimizer` must be built on
+  // its shards; both outlive the trainer): every rank runs its own
+  // micro-batches, the loss is normalized by the counted tokens of all
+  // ranks, and the gradients are summed over ranks before the norm, so
+  // every rank applies the same update to the shards it owns.
   Trainer(Backend& backend, Transformer& model, AdamW& optimizer, const TrainerOptions& options,
-          Communicator* comm = nullptr);
+          Zero& zero);
+  // One rank; the model allocated its own groups.
+  Trainer(Backend& backend, Transformer& model, AdamW& optimizer, const TrainerOptions& options);
 
   // One optimizer step over `micro_batches` (the step's gradient-accumulation
   // window). The loss is the mean over every counted token of the window, so
@@ -54,7 +55,9 @@ class Trainer {
   Transformer& model_;
   AdamW& optimizer_;
   TrainerOptions options_;
-  std::unique_ptr<Communicator> single_;  // when no comm is given
+  std::unique_ptr<Communicator> single_;  // one rank: a world of one ...
+  std::unique_ptr<Zero> own_zero_;        // ... and stage 0 over the model's own groups
+  Zero& zero_;
   Communicator& comm_;
   int64_t updates_ = 0;  // applied updates: AdamW's bias-correction step
   int64_t skipped_ = 0;

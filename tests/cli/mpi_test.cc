@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -60,17 +61,20 @@ TEST_F(Mpi, RanksTogetherLoseWhatOneRankAccumulatingTheirMicroBatchesLoses) {
   ASSERT_EQ(train(0, "--set run.steps=4 --set batch.grad_accum=4 --set run.name=one").code, 0);
   const std::vector<StepRecord> one = steps("one", 0);
   ASSERT_EQ(one.size(), 4u);
-  std::vector<std::pair<int, int>> runs = {{2, 0}, {4, 1}};  // (ranks, zero.stage)
+  // (ranks, zero.stage, zero.prefetch)
+  std::vector<std::tuple<int, int, int>> runs = {{2, 0, 0}, {4, 1, 0}, {2, 2, 0}, {4, 3, 1}};
 #ifndef HEADROOM_SANITIZE
-  // Sanitized processes start and run ~10x slower: the other two there.
-  runs.insert(runs.end(), {{4, 0}, {2, 1}});
+  // Sanitized processes start and run ~10x slower: the other four there.
+  runs.insert(runs.end(), {{4, 0, 0}, {2, 1, 0}, {4, 2, 0}, {2, 3, 0}});
 #endif
-  for (auto [ranks, stage] : runs) {
-    SCOPED_TRACE(std::to_string(ranks) + " ranks, zero.stage " + std::to_string(stage));
+  for (auto [ranks, stage, prefetch] : runs) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks, zero.stage " + std::to_string(stage) +
+                 ", zero.prefetch " + std::to_string(prefetch));
     const std::string name = "np" + std::to_string(ranks) + "z" + std::to_string(stage);
-    Result r =
-        train(ranks, "--set run.steps=4 --set batch.grad_accum=" + std::to_string(4 / ranks) +
-                         " --set zero.stage=" + std::to_string(stage) + " --set run.name=" + name);
+    Result r = train(
+        ranks, "--set run.steps=4 --set batch.grad_accum=" + std::to_string(4 / ranks) +
+                   " --set zero.stage=" + std::to_string(stage) +
+                   " --set zero.prefetch=" + std::to_string(prefetch) + " --set run.name=" + name);
     ASSERT_EQ(r.code, 0) << r.err;
     // Rank 0 alone prints the progress.
     size_t lines = 0;
@@ -101,25 +105,36 @@ TEST_F(Mpi, RanksTogetherLoseWhatOneRankAccumulatingTheirMicroBatchesLoses) {
   }
 }
 
-// Model-state bytes of one rank at the end of init, by category.
+// Model-state bytes one rank holds at the end of init (live: allocated and
+// not freed; stage 3 gathers each group whole for a moment to initialize
+// it), by category.
 struct ModelState {
   uint64_t param = 0, grad = 0, optim = 0;
 };
 ModelState model_state(const TraceReader& trace) {
   ModelState state;
   for (const MemoryEvent& e : trace.events()) {
-    if (e.phase != Phase::kInit || e.action != MemoryAction::kAlloc) continue;
-    if (e.category == Category::kParam) state.param += e.bytes;
-    if (e.category == Category::kGrad) state.grad += e.bytes;
-    if (e.category == Category::kOptim) state.optim += e.bytes;
+    if (e.phase != Phase::kInit) continue;
+    if (e.action != MemoryAction::kAlloc && e.action != MemoryAction::kFree) continue;
+    uint64_t* total = e.category == Category::kParam   ? &state.param
+                      : e.category == Category::kGrad  ? &state.grad
+                      : e.category == Category::kOptim ? &state.optim
+                                                       : nullptr;
+    if (!total) continue;
+    if (e.action == MemoryAction::kAlloc)
+      *total += e.bytes;
+    else
+      *total -= e.bytes;
   }
   return state;
 }
 
 // ZeRO's arithmetic for mixed-precision Adam (bf16 weights and gradients,
-// fp32 master, m and v): 2Ψ + 2Ψ + 12Ψ at stage 0, 2Ψ + 2Ψ + 12Ψ/N at
-// stage 1, where 12Ψ/N is exact up to the padding of each group to a
-// multiple of N (fewer than N elements per group, on the last ranks).
+// fp32 master, m and v), per rank: 2Ψ + 2Ψ + 12Ψ at stage 0, 2Ψ + 2Ψ +
+// 12Ψ/N at 1, 2Ψ + 2Ψ/N + 12Ψ/N at 2, 2Ψ/N + 2Ψ/N + 12Ψ/N at 3. Each 1/N
+// is exact up to the padding of each group to a multiple of N (fewer than N
+// elements per group, on the last ranks), and the ranks' shards together
+// hold every element once.
 TEST_F(Mpi, ModelStateBytesPerRankFollowZerosArithmetic) {
   const std::string set =
       " --set model.dtype=bf16 --set memory.allocator=exact --set run.steps=1 --overwrite";
@@ -130,40 +145,58 @@ TEST_F(Mpi, ModelStateBytesPerRankFollowZerosArithmetic) {
   const uint64_t groups = 6;  // an upper bound for the tiny preset (embed, 4 blocks, head)
   EXPECT_EQ(base.grad, 2 * psi);
   EXPECT_EQ(base.optim, 12 * psi) << "16Ψ in all at stage 0";
+  // `bytes` per element: whole, or this rank's 1/N (within the padding).
+  auto expect_share = [&](uint64_t got, uint64_t bytes, bool sharded, uint64_t ranks,
+                          const char* what) {
+    if (!sharded) {
+      EXPECT_EQ(got, bytes * psi) << what;
+      return;
+    }
+    EXPECT_GE(got + bytes * groups * ranks, bytes * psi / ranks) << what;
+    EXPECT_LE(got, bytes * psi / ranks + bytes * groups * ranks) << what;
+  };
   for (uint64_t ranks : {1, 2, 4}) {
-    for (int stage : {0, 1}) {
+    for (int stage : {0, 1, 2, 3}) {
       SCOPED_TRACE(std::to_string(ranks) + " ranks, stage " + std::to_string(stage));
       const std::string name = "n" + std::to_string(ranks) + "s" + std::to_string(stage);
       Result r = headroom(0, "plan",
                           set + " --set zero.stage=" + std::to_string(stage) + " --world-size " +
                               std::to_string(ranks) + " --set run.name=" + name);
       ASSERT_EQ(r.code, 0) << r.err;
-      uint64_t optim_total = 0;
+      ModelState total;
       for (uint64_t rank = 0; rank < ranks; ++rank) {
+        SCOPED_TRACE("rank " + std::to_string(rank));
         const ModelState state = model_state(TraceReader::open(
             (dir_ / "results" / name / ("plan.rank" + std::to_string(rank) + ".h5")).string()));
-        EXPECT_EQ(state.param, 2 * psi);
-        EXPECT_EQ(state.grad, 2 * psi);
-        if (stage == 0) {
-          EXPECT_EQ(state.optim, 12 * psi);
-        } else {
-          EXPECT_GE(state.optim + 12 * groups * ranks, 12 * psi / ranks) << "rank " << rank;
-          EXPECT_LE(state.optim, 12 * psi / ranks + 12 * groups * ranks) << "rank " << rank;
-        }
-        optim_total += state.optim;
+        expect_share(state.param, 2, stage >= 3, ranks, "param");
+        expect_share(state.grad, 2, stage >= 2, ranks, "grad");
+        expect_share(state.optim, 12, stage >= 1, ranks, "optim");
+        total.param += state.param;
+        total.grad += state.grad;
+        total.optim += state.optim;
       }
-      if (stage == 1) {
-        // Every element's states live on exactly one rank; the rest is padding.
-        EXPECT_GE(optim_total, 12 * psi);
-        EXPECT_LT(optim_total, 12 * psi + 12 * groups * ranks);
+      // Every element lives on exactly one rank; the rest is padding.
+      if (stage >= 3) {
+        EXPECT_LT(total.param - 2 * psi, 2 * groups * ranks);
+      }
+      if (stage >= 2) {
+        EXPECT_LT(total.grad - 2 * psi, 2 * groups * ranks);
+      }
+      if (stage >= 1) {
+        EXPECT_LT(total.optim - 12 * psi, 12 * groups * ranks);
+      }
+      if (ranks == 1) {
+        EXPECT_EQ(total.param + total.grad + total.optim, 16 * psi) << "no padding on one rank";
       }
     }
   }
 }
 
+// Stage 3: the weights are gathered group by group to be saved, and each
+// rank keeps its shard of them when they are loaded back.
 TEST_F(Mpi, AShardedRunResumesFromItsOptimizerShards) {
   const std::string set =
-      " --set run.steps=4 --set checkpoint.save_every=2 --set zero.stage=1 --set run.name=z";
+      " --set run.steps=4 --set checkpoint.save_every=2 --set zero.stage=3 --set run.name=z";
   ASSERT_EQ(train(2, set).code, 0);
   const fs::path step2 = dir_ / "results/z/checkpoints/step-2";
   EXPECT_TRUE(fs::exists(step2 / "optimizer.rank0.safetensors"));
@@ -193,8 +226,11 @@ TEST_F(Mpi, AShardedRunResumesFromItsOptimizerShards) {
 // Promise 1 across ranks: `plan --world-size N` simulates each rank in one
 // process and makes exactly the allocations that rank makes under mpirun,
 // the bf16 gradients' fp32 comm buffers included.
-TEST_F(Mpi, PlanOfSeveralRanksMakesEachRanksAllocations) {
-  const std::string set = " --set run.steps=2 --set model.dtype=bf16 --set run.name=dp";
+class MpiPlan : public Mpi, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(MpiPlan, PlanOfSeveralRanksMakesEachRanksAllocations) {
+  const std::string set =
+      " --set run.steps=2 --set model.dtype=bf16 --set run.name=dp " + std::string(GetParam());
   ASSERT_EQ(train(2, set).code, 0);
   Result plan = headroom(0, "plan", set + " --world-size 2");
   ASSERT_EQ(plan.code, 0) << plan.err;
@@ -220,6 +256,7 @@ TEST_F(Mpi, PlanOfSeveralRanksMakesEachRanksAllocations) {
       comm = comm || (a[i].category == Category::kComm && a[i].phase == Phase::kReduce);
     }
     EXPECT_TRUE(comm) << "bf16 gradients are reduced through fp32 comm buffers";
+    EXPECT_GT(a.size(), 100u);
     const std::vector<StepRecord> sa = real.steps(), sb = planned.steps();
     ASSERT_EQ(sa.size(), sb.size());
     for (size_t i = 0; i < sa.size(); ++i) {
@@ -230,6 +267,16 @@ TEST_F(Mpi, PlanOfSeveralRanksMakesEachRanksAllocations) {
     EXPECT_NE(plan.out.find(row), std::string::npos) << plan.out;
   }
 }
+
+// Stage 0 all-reduces whole gradients; stage 3 gathers and frees every group
+// around each use and reduce-scatters each group's gradients as its backward
+// ends, fetching one group ahead.
+INSTANTIATE_TEST_SUITE_P(Stages, MpiPlan,
+                         ::testing::Values("--set zero.stage=0",
+                                           "--set zero.stage=3 --set zero.prefetch=1"),
+                         [](const ::testing::TestParamInfo<const char*>& param) {
+                           return param.index == 0 ? std::string("stage0") : std::string("stage3");
+                         });
 
 TEST_F(Mpi, ARankThatRunsOutOfMemoryEndsTheJobWithItsPostmortem) {
   // Forty 30-token documents and one of 1500: the step that draws the long
