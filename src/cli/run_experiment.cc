@@ -67,9 +67,6 @@ void refuse_unbuilt_features(const ExperimentConfig& c) {
       c.attention.mask == AttentionSection::Mask::kDflashBlock)
     refuse("attention.mask = \"" + std::string(name_of(c.attention.mask)) + "\"",
            "use \"causal\" (causal within each packed document) or \"sliding_window\"");
-  if (c.zero.offload_optimizer)
-    refuse("zero.offload_optimizer = true",
-           "keep the optimizer states on the device; zero.stage 1-3 shards them over the ranks");
   if (c.lora.enabled) refuse("lora.enabled = true", "LoRA arrives with the LoRA issue");
   if (c.checkpoint.format == CheckpointSection::Format::kSharded)
     refuse("checkpoint.format = \"sharded\"", "use \"consolidated\"");
@@ -242,6 +239,19 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
   Allocator allocator(source_for(kind), allocator_options);
   std::unique_ptr<Backend> backend =
       planning ? make_meta_backend(allocator) : make_cpu_backend(allocator);
+  // zero.offload_optimizer: the optimizer's states and update live in host
+  // memory, with an allocator of their own, so they count against no
+  // device capacity and are reported beside it.
+  std::unique_ptr<Allocator> host_allocator;
+  std::unique_ptr<Backend> host_backend;
+  if (config.zero.offload_optimizer) {
+    AllocatorOptions host_options;
+    host_options.policy = allocator_options.policy;
+    host_allocator = std::make_unique<Allocator>(
+        planning ? make_virtual_source() : make_host_source(), host_options);
+    host_backend =
+        planning ? make_meta_backend(*host_allocator) : make_cpu_backend(*host_allocator);
+  }
 
   TraceHeader header;
   header.run_name = config.run.name;
@@ -331,12 +341,11 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
       param_shards.push_back(zero.param_shard(g));
     }
     AdamW optimizer(*backend, model.layouts(), std::move(shards), std::move(param_shards), adamw,
-                    zero.shards_optimizer());
+                    zero.shards_optimizer(), host_backend.get());
     Trainer trainer(*backend, model, optimizer, trainer_options, zero);
     int64_t first_step = 0;
     if (resuming) {
-      const TrainState state =
-          load_train_state(*backend, optimizer, resume_dir, rank, optimizer_shards);
+      const TrainState state = load_train_state(optimizer, resume_dir, rank, optimizer_shards);
       trainer.restore_counts(state.updates, state.skipped);
       batcher.set_cursor(Cursor{state.data_epoch, state.data_position});
       first_step = state.step;
@@ -352,7 +361,7 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
       const std::string dir = (checkpoint_dir / ("step-" + std::to_string(steps_done))).string();
       save_checkpoint(*backend, model, dir, lead ? SaveRole::kWrite : SaveRole::kGatherOnly);
       comm.barrier();
-      if (lead || sharded) save_optimizer_state(*backend, optimizer, dir, rank, optimizer_shards);
+      if (lead || sharded) save_optimizer_state(optimizer, dir, rank, optimizer_shards);
       comm.barrier();
       const Cursor cursor = batcher.cursor();
       if (lead)
@@ -420,17 +429,28 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
     if (planning)
       std::fprintf(out, "%s",
                    plan_verdict(allocator, config.memory.device_capacity, phase_peaks).c_str());
+    if (host_allocator) {
+      const MemoryStats& host = host_allocator->stats();
+      std::fprintf(out,
+                   "\nhost memory (zero.offload_optimizer): peak allocated %s, peak reserved %s; "
+                   "optim %s, comm (transfer buffers) %s\n",
+                   format_bytes(host.peak_allocated).c_str(),
+                   format_bytes(host.peak_reserved).c_str(),
+                   format_bytes(host.peak_by_category[static_cast<int>(Category::kOptim)]).c_str(),
+                   format_bytes(host.peak_by_category[static_cast<int>(Category::kComm)]).c_str());
+    }
     if (measure_rss) {
+      // Offloaded states are host memory too: the resident set holds both.
+      const uint64_t reserved =
+          allocator.peak_reserved() + (host_allocator ? host_allocator->peak_reserved() : 0);
       const uint64_t above = peak_resident_bytes() - rss_baseline;
       std::fprintf(
           out,
           "\nrss check: peak resident %s above the baseline of %s; allocator peak reserved %s "
           "(ratio %.3f)\n",
           format_bytes_exact(above).c_str(), format_bytes(rss_baseline).c_str(),
-          format_bytes_exact(allocator.peak_reserved()).c_str(),
-          allocator.peak_reserved()
-              ? static_cast<double>(above) / static_cast<double>(allocator.peak_reserved())
-              : 0.0);
+          format_bytes_exact(reserved).c_str(),
+          reserved ? static_cast<double>(above) / static_cast<double>(reserved) : 0.0);
     }
   }
   return exit_code;

@@ -55,14 +55,14 @@ void Zero::bind(const std::vector<GroupLayout>& layouts, std::vector<FlatGroup>&
   for (size_t g = 0; g < layouts.size(); ++g) {
     const GroupLayout& layout = layouts[g];
     if (options_.stage <= 2) {
-      params[g] = FlatGroup::allocate(backend_, layout, dtype_, Category::kParam,
-                                      layout.name + ".params");
+      params[g] =
+          FlatGroup::allocate(backend_, layout, dtype_, Category::kParam, layout.name + ".params");
       continue;
     }
     const GroupShard& shard = shards_[g];
     if (shard.numel() > 0)
-      param_shards_[g] = backend_.empty({shard.numel()}, dtype_, Category::kParam,
-                                        layout.name + ".params.shard");
+      param_shards_[g] =
+          backend_.empty({shard.numel()}, dtype_, Category::kParam, layout.name + ".params.shard");
     // ZeRO pads every group to a multiple of the world size: this rank's
     // part of the padding is real memory.
     if (several && shard.padding() > 0)
@@ -79,8 +79,8 @@ void Zero::bind(const std::vector<GroupLayout>& layouts, std::vector<FlatGroup>&
     }
     const GroupShard& shard = shards_[g];
     if (shard.numel() > 0) {
-      grad_shards_[g] = backend_.empty({shard.numel()}, dtype_, Category::kGrad,
-                                       layout.name + ".grads.shard");
+      grad_shards_[g] =
+          backend_.empty({shard.numel()}, dtype_, Category::kGrad, layout.name + ".grads.shard");
       backend_.fill(grad_shards_[g], 0.0f);
     }
     if (several && shard.padding() > 0)
@@ -148,7 +148,8 @@ void Zero::begin_params_write(size_t g) {
 void Zero::end_params_write(size_t g) {
   if (options_.stage < 3) return;
   const GroupShard& shard = shards_[g];
-  if (shard.numel() > 0) backend_.copy((*params_)[g].flat.rows(shard.begin, shard.end), param_shards_[g]);
+  if (shard.numel() > 0)
+    backend_.copy((*params_)[g].flat.rows(shard.begin, shard.end), param_shards_[g]);
   release_params(g);
 }
 

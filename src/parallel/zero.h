@@ -105,11 +105,11 @@ class Zero final : public GroupResidency {
   std::vector<FlatGroup>* params_ = nullptr;
   std::vector<FlatGroup>* grads_ = nullptr;
   std::vector<GroupShard> shards_;
-  std::vector<Tensor> param_shards_;  // stage 3: (shard) persistent
-  std::vector<Tensor> grad_shards_;   // stages 2-3: (shard) persistent accumulators
+  std::vector<Tensor> param_shards_;   // stage 3: (shard) persistent
+  std::vector<Tensor> grad_shards_;    // stages 2-3: (shard) persistent accumulators
   std::vector<Tensor> param_padding_;  // per group: this rank's padding, or undefined
   std::vector<Tensor> grad_padding_;
-  std::vector<bool> acquired_;        // stage 3: params[g] in use (not only fetched ahead)
+  std::vector<bool> acquired_;  // stage 3: params[g] in use (not only fetched ahead)
 };
 
 }  // namespace headroom

@@ -30,8 +30,17 @@ class AdamW {
   // holds that padding, as one "<group>.zero_padding" allocation: ZeRO pads
   // every group to a multiple of the world size, and the padding is real
   // memory on the last ranks.
+  //
+  // With `offload` (ZeRO-Offload, zero.offload_optimizer; it must outlive
+  // this object) the master, m, v and padding live on that backend (the
+  // host) instead, and so does the update: each step copies a group's
+  // gradient shard to the host, updates there, and copies the parameters
+  // back, through transfer buffers of category comm ("<group>.offload.*")
+  // on the host. The master is then kept for fp32 parameters too: it is the
+  // host's copy of them.
   AdamW(Backend& backend, const std::vector<GroupLayout>& layouts, std::vector<GroupShard> shards,
-        std::vector<Tensor> param_shards, const AdamWConfig& config, bool padded);
+        std::vector<Tensor> param_shards, const AdamWConfig& config, bool padded,
+        Backend* offload = nullptr);
   // Whole groups (one rank).
   AdamW(Backend& backend, const std::vector<GroupLayout>& layouts, std::vector<FlatGroup>& params,
         const AdamWConfig& config);
@@ -48,16 +57,26 @@ class AdamW {
 
   // What a checkpoint must hold to resume exactly, as (name, fp32 buffer):
   // "<group>.adam_m", "<group>.adam_v" and, for bf16 parameters,
-  // "<group>.master", in group order; sharded, this rank's shards.
+  // "<group>.master", in group order; sharded, this rank's shards. They
+  // live on state_backend().
   std::vector<std::pair<std::string, Tensor*>> state();
+  Backend& state_backend() { return states_; }
 
  private:
+  // Between the parameters' backend and the states' (offload); nothing on
+  // meta, where no value exists.
+  void to_states(const Tensor& src, Tensor& dst);
+  void from_states(const Tensor& src, Tensor& dst);
+
   Backend& backend_;
+  Backend& states_;  // backend_, or the offload backend
+  bool offloaded_;
+  bool mixed_;  // bf16 parameters
   const std::vector<GroupLayout>& layouts_;
   AdamWConfig config_;
   std::vector<GroupShard> shards_;
   std::vector<Tensor> params_;   // (shard) this rank's part of each group
-  std::vector<Tensor> master_;   // (shard) fp32; undefined for fp32 params or an empty shard
+  std::vector<Tensor> master_;   // (shard) fp32; undefined for fp32 params (unless offloaded)
   std::vector<Tensor> m_;        // (shard)
   std::vector<Tensor> v_;        // (shard)
   std::vector<Tensor> padding_;  // per group: the states' padding, or undefined

@@ -42,8 +42,7 @@ int64_t integer_at(const nlohmann::json& j, const std::string& key, const std::s
 
 }  // namespace
 
-void save_optimizer_state(Backend& backend, AdamW& optimizer, const std::string& dir, int rank,
-                          int64_t shards) {
+void save_optimizer_state(AdamW& optimizer, const std::string& dir, int rank, int64_t shards) {
   SafetensorsWriter writer(tensors_path(dir, rank, shards), {{"format", "headroom-adamw"}});
   const auto tensors = optimizer.state();
   for (const auto& [name, tensor] : tensors)
@@ -51,7 +50,7 @@ void save_optimizer_state(Backend& backend, AdamW& optimizer, const std::string&
   std::vector<float> host;
   for (const auto& [name, tensor] : tensors) {
     host.resize(static_cast<size_t>(tensor->numel()));
-    backend.copy_to_host(*tensor, host.data());
+    optimizer.state_backend().copy_to_host(*tensor, host.data());
     writer.write(name, host.data());
   }
   writer.finish();
@@ -75,9 +74,8 @@ void save_trainer_state(const TrainState& state, const std::string& dir) {
   fs::rename(tmp, path);
 }
 
-void save_train_state(Backend& backend, AdamW& optimizer, const TrainState& state,
-                      const std::string& dir) {
-  save_optimizer_state(backend, optimizer, dir, 0, 1);
+void save_train_state(AdamW& optimizer, const TrainState& state, const std::string& dir) {
+  save_optimizer_state(optimizer, dir, 0, 1);
   save_trainer_state(state, dir);
 }
 
@@ -112,8 +110,7 @@ TrainState read_train_state(const std::string& dir) {
   return state;
 }
 
-TrainState load_train_state(Backend& backend, AdamW& optimizer, const std::string& dir, int rank,
-                            int64_t shards) {
+TrainState load_train_state(AdamW& optimizer, const std::string& dir, int rank, int64_t shards) {
   const TrainState state = read_train_state(dir);
   if (state.optimizer_shards != shards)
     throw UsageError(json_path(dir) + ": the optimizer state is in " +
@@ -127,7 +124,8 @@ TrainState load_train_state(Backend& backend, AdamW& optimizer, const std::strin
     // read() names the file and the tensor when it is missing or its dtype
     // or shape differ.
     index.read(name, host.data(), DType::kF32, tensor->shape());
-    if (backend.kind() != BackendKind::kMeta) backend.copy_from_host(host.data(), *tensor);
+    Backend& states = optimizer.state_backend();
+    if (states.kind() != BackendKind::kMeta) states.copy_from_host(host.data(), *tensor);
   }
   return state;
 }

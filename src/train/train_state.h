@@ -33,8 +33,7 @@ struct TrainState {
 // Writes this rank's optimizer file into `dir` (which exists) through a
 // temporary file and a rename: optimizer.safetensors when `shards` is 1,
 // else optimizer.rank<rank>.safetensors.
-void save_optimizer_state(Backend& backend, AdamW& optimizer, const std::string& dir, int rank,
-                          int64_t shards);
+void save_optimizer_state(AdamW& optimizer, const std::string& dir, int rank, int64_t shards);
 
 // Writes trainer_state.json (through a temporary file and a rename). Call it
 // after every optimizer file is in place: a folder with trainer_state.json
@@ -42,8 +41,7 @@ void save_optimizer_state(Backend& backend, AdamW& optimizer, const std::string&
 void save_trainer_state(const TrainState& state, const std::string& dir);
 
 // Both, for a single rank.
-void save_train_state(Backend& backend, AdamW& optimizer, const TrainState& state,
-                      const std::string& dir);
+void save_train_state(AdamW& optimizer, const TrainState& state, const std::string& dir);
 
 // Reads `dir`/trainer_state.json alone: what a run checks before it writes
 // anything. A missing file or a missing / mistyped key is a UsageError naming
@@ -54,7 +52,7 @@ TrainState read_train_state(const std::string& dir);
 // A checkpoint with another number of optimizer shards than `shards`, a
 // tensor missing from the file, or one of another shape (a different model,
 // dtype or world size) is a UsageError naming the file and the tensor.
-TrainState load_train_state(Backend& backend, AdamW& optimizer, const std::string& dir,
-                            int rank = 0, int64_t shards = 1);
+TrainState load_train_state(AdamW& optimizer, const std::string& dir, int rank = 0,
+                            int64_t shards = 1);
 
 }  // namespace headroom

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -61,20 +60,28 @@ TEST_F(Mpi, RanksTogetherLoseWhatOneRankAccumulatingTheirMicroBatchesLoses) {
   ASSERT_EQ(train(0, "--set run.steps=4 --set batch.grad_accum=4 --set run.name=one").code, 0);
   const std::vector<StepRecord> one = steps("one", 0);
   ASSERT_EQ(one.size(), 4u);
-  // (ranks, zero.stage, zero.prefetch)
-  std::vector<std::tuple<int, int, int>> runs = {{2, 0, 0}, {4, 1, 0}, {2, 2, 0}, {4, 3, 1}};
+  // (ranks, the ZeRO settings)
+  std::vector<std::pair<int, std::string>> runs = {
+      {2, "zero.stage=0"},
+      {4, "zero.stage=1"},
+      {2, "zero.stage=2"},
+      {4, "zero.stage=3 --set zero.prefetch=1"},
+  };
 #ifndef HEADROOM_SANITIZE
-  // Sanitized processes start and run ~10x slower: the other four there.
-  runs.insert(runs.end(), {{4, 0, 0}, {2, 1, 0}, {4, 2, 0}, {2, 3, 0}});
+  // Sanitized processes start and run ~10x slower: the others there.
+  runs.insert(runs.end(), {{4, "zero.stage=0"},
+                           {2, "zero.stage=1 --set zero.offload_optimizer=true"},
+                           {4, "zero.stage=2"},
+                           {2, "zero.stage=3"},
+                           {4, "zero.stage=3 --set zero.offload_optimizer=true"}});
 #endif
-  for (auto [ranks, stage, prefetch] : runs) {
-    SCOPED_TRACE(std::to_string(ranks) + " ranks, zero.stage " + std::to_string(stage) +
-                 ", zero.prefetch " + std::to_string(prefetch));
-    const std::string name = "np" + std::to_string(ranks) + "z" + std::to_string(stage);
-    Result r = train(
-        ranks, "--set run.steps=4 --set batch.grad_accum=" + std::to_string(4 / ranks) +
-                   " --set zero.stage=" + std::to_string(stage) +
-                   " --set zero.prefetch=" + std::to_string(prefetch) + " --set run.name=" + name);
+  int index = 0;
+  for (const auto& [ranks, zero] : runs) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks, " + zero);
+    const std::string name = "run" + std::to_string(index++);
+    Result r =
+        train(ranks, "--set run.steps=4 --set batch.grad_accum=" + std::to_string(4 / ranks) +
+                         " --set " + zero + " --set run.name=" + name);
     ASSERT_EQ(r.code, 0) << r.err;
     // Rank 0 alone prints the progress.
     size_t lines = 0;
@@ -190,13 +197,29 @@ TEST_F(Mpi, ModelStateBytesPerRankFollowZerosArithmetic) {
       }
     }
   }
+  // Offloaded, the 12Ψ/N leave the device for host memory.
+  Result offload = headroom(0, "plan",
+                            set +
+                                " --set zero.stage=2 --set zero.offload_optimizer=true"
+                                " --world-size 2 --set run.name=offload");
+  ASSERT_EQ(offload.code, 0) << offload.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    const ModelState state = model_state(TraceReader::open(
+        (dir_ / "results/offload" / ("plan.rank" + std::to_string(rank) + ".h5")).string()));
+    EXPECT_EQ(state.optim, 0u) << "rank " << rank;
+    expect_share(state.grad, 2, true, 2, "grad");
+  }
+  EXPECT_NE(offload.out.find("host memory (zero.offload_optimizer)"), std::string::npos)
+      << offload.out;
 }
 
 // Stage 3: the weights are gathered group by group to be saved, and each
-// rank keeps its shard of them when they are loaded back.
+// rank keeps its shard of them when they are loaded back; the optimizer's
+// states come from (and go back to) host memory.
 TEST_F(Mpi, AShardedRunResumesFromItsOptimizerShards) {
   const std::string set =
-      " --set run.steps=4 --set checkpoint.save_every=2 --set zero.stage=3 --set run.name=z";
+      " --set run.steps=4 --set checkpoint.save_every=2 --set zero.stage=3"
+      " --set zero.offload_optimizer=true --set run.name=z";
   ASSERT_EQ(train(2, set).code, 0);
   const fs::path step2 = dir_ / "results/z/checkpoints/step-2";
   EXPECT_TRUE(fs::exists(step2 / "optimizer.rank0.safetensors"));

@@ -53,14 +53,19 @@ std::vector<Batch> micro_batches(uint64_t seed) {
 struct TrainingRun {
   Allocator allocator;
   std::unique_ptr<Backend> backend;
+  // offloaded states
+  Allocator host_allocator{make_host_source(), AllocatorOptions{AllocatorPolicy::kExact, 0}};
+  std::unique_ptr<Backend> host = make_cpu_backend(host_allocator);
   std::unique_ptr<Communicator> comm;
   std::unique_ptr<Zero> zero;
   std::unique_ptr<Transformer> model;
   std::unique_ptr<AdamW> optimizer;
   std::unique_ptr<Trainer> trainer;
 
-  TrainingRun(bool tied, int stage, int prefetch, bool meta = false, int rank = 0, int world_size = 1)
-      : allocator(meta ? make_virtual_source() : make_host_source(), AllocatorOptions{}),
+  TrainingRun(bool tied, int stage, int prefetch, bool meta = false, int rank = 0,
+              int world_size = 1, bool offload = false)
+      : allocator(meta ? make_virtual_source() : make_host_source(),
+                  AllocatorOptions{AllocatorPolicy::kExact, 0}),
         backend(meta ? make_meta_backend(allocator) : make_cpu_backend(allocator)) {
     TransformerOptions options;
     options.attention_block_size = 4;
@@ -87,8 +92,8 @@ struct TrainingRun {
       params.push_back(zero->param_shard(g));
     }
     optimizer = std::make_unique<AdamW>(*backend, model->layouts(), std::move(shards),
-                                        std::move(params), AdamWConfig{},
-                                        zero->shards_optimizer());
+                                        std::move(params), AdamWConfig{}, zero->shards_optimizer(),
+                                        offload ? host.get() : nullptr);
     trainer = std::make_unique<Trainer>(*backend, *model, *optimizer, t, *zero);
   }
 
@@ -96,9 +101,9 @@ struct TrainingRun {
   std::vector<float> params(size_t g) {
     model->acquire_params(g);
     const Tensor& flat = model->params()[g].flat;
-    std::vector<float> host(flat.data<float>(), flat.data<float>() + flat.numel());
+    std::vector<float> values(flat.data<float>(), flat.data<float>() + flat.numel());
     model->release_params(g);
-    return host;
+    return values;
   }
 };
 
@@ -129,6 +134,30 @@ TEST_P(ZeroOnOneRank, TrainsAsTheModelsOwnGroupsDo) {
 INSTANTIATE_TEST_SUITE_P(Stages, ZeroOnOneRank,
                          ::testing::Combine(::testing::Bool(), ::testing::Values(0, 1, 2, 3),
                                             ::testing::Values(0, 2)));
+
+// ZeRO-Offload: the same update, made on the host's copies; the device
+// holds no optimizer byte and the host holds all 12 bytes per parameter
+// (fp32 master copy, m, v).
+TEST(ZeroOnOneRank, AnOffloadedOptimizerUpdatesAsOneOnTheDevice) {
+  TrainingRun device(true, 2, 0), offloaded(true, 2, 0, false, 0, 1, /*offload=*/true);
+  for (int64_t step = 0; step < 3; ++step) {
+    const std::vector<Batch> batches = micro_batches(static_cast<uint64_t>(step));
+    const StepRecord a = device.trainer->step(step, batches);
+    const StepRecord b = offloaded.trainer->step(step, batches);
+    EXPECT_EQ(b.loss, a.loss) << "step " << step;
+    EXPECT_EQ(b.grad_norm, a.grad_norm) << "step " << step;
+  }
+  int64_t psi = 0;
+  for (const GroupLayout& layout : device.model->layouts())
+    psi += layout.numel;
+  EXPECT_EQ(device.allocator.stats().live_by_category[static_cast<int>(Category::kOptim)],
+            static_cast<uint64_t>(8 * psi));
+  EXPECT_EQ(offloaded.allocator.stats().live_by_category[static_cast<int>(Category::kOptim)], 0u);
+  EXPECT_EQ(offloaded.host_allocator.stats().live_by_category[static_cast<int>(Category::kOptim)],
+            static_cast<uint64_t>(12 * psi));
+  for (size_t g = 0; g < device.model->layouts().size(); ++g)
+    EXPECT_EQ(device.params(g), offloaded.params(g)) << device.model->layouts()[g].name;
+}
 
 // Counts, through every allocator event, how many whole groups of each kind
 // ("block.<l>.params", "block.<l>.grads") are alive at once, per phase.

@@ -1,0 +1,306 @@
+#include "comm/nccl_comm.h"
+
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels.h"
+#include "util/error.h"
+
+namespace headroom {
+
+namespace {
+
+void check_mpi(int code, const std::string& what) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw InternalError(what + " failed: " + std::string(text, static_cast<size_t>(length)));
+}
+
+void check_cuda(cudaError_t status, const std::string& what) {
+  if (status == cudaSuccess) return;
+  throw InternalError(what + " failed: " + cudaGetErrorString(status));
+}
+
+void finalize_mpi_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+// Element offset of each rank's piece, and the total, for the in-place
+// gather and reduce-scatter.
+std::vector<int64_t> piece_offsets(const Tensor& flat, std::span<const int64_t> counts,
+                                   int world_size, const char* collective) {
+  HR_CHECK(static_cast<int>(counts.size()) == world_size,
+           std::string(collective) + " of " + flat.tag() + ": " + std::to_string(counts.size()) +
+               " counts for " + std::to_string(world_size) + " ranks");
+  std::vector<int64_t> offsets(counts.size());
+  int64_t offset = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    HR_CHECK(counts[r] >= 0, std::string(collective) + " of " + flat.tag() + ": rank " +
+                                 std::to_string(r) + "'s count is negative");
+    offsets[r] = offset;
+    offset += counts[r];
+  }
+  HR_CHECK(offset <= flat.numel(), std::string(collective) + " of " + flat.tag() + " (" +
+                                       flat.describe() + "): the pieces add up to " +
+                                       std::to_string(offset) + " elements");
+  return offsets;
+}
+
+class NcclComm final : public Communicator {
+ public:
+  explicit NcclComm(int device) : device_(device) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      check_mpi(MPI_Init(nullptr, nullptr), "MPI_Init");
+      std::atexit(finalize_mpi_at_exit);
+    }
+    // Errors come back as codes (turned into exceptions) instead of MPI's
+    // default of aborting without a word.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+
+    check_cuda(cudaSetDevice(device_), where() + "cudaSetDevice(" + std::to_string(device_) + ")");
+    // NCCL's own bootstrap needs every rank to hold the same unique id; MPI
+    // is already the job's launcher, so it carries the id.
+    ncclUniqueId id{};
+    if (rank_ == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    check_mpi(MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD),
+              where() + "MPI_Bcast(ncclUniqueId)");
+    try {
+      // A blocking stream (not cudaStreamNonBlocking): it waits for what the
+      // caller queued on the legacy default stream, so the tensors we get are
+      // written before NCCL reads them.
+      check_cuda(cudaStreamCreate(&stream_), where() + "cudaStreamCreate");
+      check_nccl(ncclCommInitRank(&comm_, size_, id, rank_),
+                 "ncclCommInitRank(device " + std::to_string(device_) + ")");
+    } catch (...) {
+      release();  // the destructor does not run for a half-made object
+      throw;
+    }
+  }
+
+  ~NcclComm() override { release(); }
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return size_; }
+  bool is_distributed() const override { return size_ > 1; }
+
+  // There is no cuda Backend class yet, so `backend` serves only as the
+  // holder of the allocator the comm buffers come from; the casts are the
+  // kernels of cuda/kernels.h, launched here.
+  void all_reduce_sum(Backend& backend, Tensor& tensor, std::string_view tag) override {
+    check_on_device(tensor, "all_reduce_sum");
+    if (tensor.dtype() == DType::kF32) {
+      all_reduce_floats(tensor);
+      return;
+    }
+    HR_CHECK(tensor.dtype() == DType::kBF16,
+             "all_reduce_sum takes fp32 or bf16, not " + tensor.describe() + " " + tensor.tag());
+    reduce_through_device_fp32_buffer(backend.allocator(), tensor, tag,
+                                      [&](Tensor& wide) { all_reduce_floats(wide); });
+  }
+
+  void all_reduce_sum(std::span<double> values) override {
+    // Host values (losses, token counts, norms): MPI moves them without a
+    // round trip through the device.
+    HR_CHECK(values.size() <= static_cast<size_t>(std::numeric_limits<int>::max()),
+             "host sums fit MPI's int counts");
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
+                            MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+              where() + "MPI_Allreduce(" + std::to_string(values.size()) + " doubles)");
+  }
+
+  // NCCL's AllGather wants equal counts, but a group's last shard may be
+  // shorter; one broadcast per rank, fused into a single launch by the group,
+  // gathers pieces of any size in place.
+  void all_gather_in_place(Tensor& flat, std::span<const int64_t> counts) override {
+    check_on_device(flat, "all_gather_in_place");
+    HR_CHECK(flat.dtype() == DType::kF32 || flat.dtype() == DType::kBF16,
+             "all_gather_in_place takes fp32 or bf16, not " + flat.describe() + " " + flat.tag());
+    const std::vector<int64_t> offsets = piece_offsets(flat, counts, size_, "all_gather_in_place");
+    // bf16 travels as itself: gathering adds nothing up.
+    const ncclDataType_t type = flat.dtype() == DType::kF32 ? ncclFloat : ncclBfloat16;
+    char* base = static_cast<char*>(flat.raw());
+    const size_t element = size_of(flat.dtype());
+    run_group("all_gather_in_place(" + flat.tag() + ", " + flat.describe() + ")", [&](int r) {
+      char* piece = base + static_cast<size_t>(offsets[static_cast<size_t>(r)]) * element;
+      return ncclBroadcast(piece, piece, static_cast<size_t>(counts[static_cast<size_t>(r)]), type,
+                           r, comm_, stream_);
+    });
+    synchronize("all_gather_in_place(" + flat.tag() + ")");
+  }
+
+  // The mirror of all_gather_in_place: one in-place reduce per rank, rooted
+  // at the rank that keeps the piece.
+  void reduce_scatter_sum_in_place(Backend& backend, Tensor& flat, std::span<const int64_t> counts,
+                                   std::string_view tag) override {
+    check_on_device(flat, "reduce_scatter_sum_in_place");
+    if (flat.dtype() == DType::kF32) {
+      reduce_scatter_floats(flat, counts);
+      return;
+    }
+    HR_CHECK(flat.dtype() == DType::kBF16, "reduce_scatter_sum_in_place takes fp32 or bf16, not " +
+                                               flat.describe() + " " + flat.tag());
+    // As in all_reduce_sum, only the allocator is taken from `backend`.
+    reduce_through_device_fp32_buffer(backend.allocator(), flat, tag,
+                                      [&](Tensor& wide) { reduce_scatter_floats(wide, counts); });
+  }
+
+  void broadcast(Tensor& tensor, int root) override {
+    check_on_device(tensor, "broadcast");
+    HR_CHECK(root >= 0 && root < size_, "the broadcast's root " + std::to_string(root) +
+                                            " is not a rank of " + std::to_string(size_));
+    use_device();
+    // Any dtype: the bytes travel, nothing is added up.
+    const std::string what = "ncclBroadcast(" + tensor.tag() + ", " + tensor.describe() +
+                             ", root " + std::to_string(root) + ")";
+    check_nccl(
+        ncclBroadcast(tensor.raw(), tensor.raw(), tensor.nbytes(), ncclUint8, root, comm_, stream_),
+        what);
+    synchronize(what);
+  }
+
+  void barrier() override { check_mpi(MPI_Barrier(MPI_COMM_WORLD), where() + "MPI_Barrier"); }
+
+  [[noreturn]] void abort(int exit_code) override {
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+    std::_Exit(exit_code);  // MPI_Abort does not return; this is for the compiler
+  }
+
+ private:
+  // "rank 2 of 8: ", so a message from one rank of a job says which.
+  std::string where() const {
+    return "rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": ";
+  }
+
+  void check_nccl(ncclResult_t result, const std::string& what) const {
+    if (result == ncclSuccess) return;
+    std::string message = where() + what + " failed: " + ncclGetErrorString(result);
+    // NCCL keeps a more specific line (which peer, which transport) per comm.
+    const char* detail = comm_ ? ncclGetLastError(comm_) : nullptr;
+    if (detail && *detail) message += std::string(" (") + detail + ")";
+    throw InternalError(message);
+  }
+
+  void check_on_device(const Tensor& tensor, const char* collective) const {
+    HR_CHECK(tensor.backend() == BackendKind::kCuda,
+             std::string("NcclComm::") + collective + " takes device (cuda) tensors, not the " +
+                 std::string(name_of(tensor.backend())) + " tensor " + tensor.tag());
+  }
+
+  // The thread may have switched devices since construction; the stream, the
+  // comm and the tensors all belong to ours.
+  void use_device() const {
+    check_cuda(cudaSetDevice(device_), where() + "cudaSetDevice(" + std::to_string(device_) + ")");
+  }
+
+  // Callers read the result (and free the comm buffers) as soon as we
+  // return, so every collective ends here.
+  void synchronize(const std::string& what) const {
+    check_cuda(cudaStreamSynchronize(stream_), where() + "cudaStreamSynchronize after " + what);
+  }
+
+  void all_reduce_floats(Tensor& tensor) {
+    use_device();
+    const std::string what = "ncclAllReduce(" + tensor.tag() + ", " + tensor.describe() + ")";
+    check_nccl(ncclAllReduce(tensor.raw(), tensor.raw(), static_cast<size_t>(tensor.numel()),
+                             ncclFloat, ncclSum, comm_, stream_),
+               what);
+    synchronize(what);
+  }
+
+  void reduce_scatter_floats(Tensor& flat, std::span<const int64_t> counts) {
+    const std::vector<int64_t> offsets =
+        piece_offsets(flat, counts, size_, "reduce_scatter_sum_in_place");
+    float* base = static_cast<float*>(flat.raw());
+    run_group("reduce_scatter_sum_in_place(" + flat.tag() + ", " + flat.describe() + ")",
+              [&](int r) {
+                float* piece = base + offsets[static_cast<size_t>(r)];
+                return ncclReduce(piece, piece, static_cast<size_t>(counts[static_cast<size_t>(r)]),
+                                  ncclFloat, ncclSum, r, comm_, stream_);
+              });
+    synchronize("reduce_scatter_sum_in_place(" + flat.tag() + ")");
+  }
+
+  // Issues op(r) for every rank inside one NCCL group. The group is closed
+  // even when an op fails to enqueue, so NCCL's group state stays usable for
+  // the error path (and the message names the failing rank's op).
+  void run_group(const std::string& what, const std::function<ncclResult_t(int)>& op) {
+    use_device();
+    check_nccl(ncclGroupStart(), "ncclGroupStart for " + what);
+    ncclResult_t failed = ncclSuccess;
+    int failed_rank = -1;
+    for (int r = 0; r < size_ && failed == ncclSuccess; ++r)
+      if ((failed = op(r)) != ncclSuccess) failed_rank = r;
+    const ncclResult_t ended = ncclGroupEnd();
+    check_nccl(failed, what + ", the piece of rank " + std::to_string(failed_rank));
+    check_nccl(ended, "ncclGroupEnd for " + what);
+  }
+
+  // The device twin of reduce_through_fp32_buffer (communicator.h): the same
+  // two comm blocks, fp32 then bf16, with the same tag, allocated and freed
+  // in the same order, so plans on meta match runs here. The narrow goes
+  // through its own buffer only for that reason; the cast could write
+  // `tensor` directly.
+  void reduce_through_device_fp32_buffer(Allocator& allocator, Tensor& tensor, std::string_view tag,
+                                         const std::function<void(Tensor&)>& reduce) {
+    use_device();
+    const std::string name = std::string(tag) + ".comm";
+    const int64_t n = tensor.numel();
+    Tensor wide = Tensor::empty(allocator, BackendKind::kCuda, tensor.shape(), DType::kF32,
+                                Category::kComm, name);
+    check_cuda(cuda::cast_bf16_to_f32(static_cast<const uint16_t*>(tensor.raw()),
+                                      static_cast<float*>(wide.raw()), n, stream_),
+               where() + "cast_bf16_to_f32(" + name + ", " + tensor.describe() + ")");
+    reduce(wide);  // ends with the stream synchronized
+    Tensor narrow = Tensor::empty(allocator, BackendKind::kCuda, tensor.shape(), DType::kBF16,
+                                  Category::kComm, name);
+    check_cuda(cuda::cast_f32_to_bf16(static_cast<const float*>(wide.raw()),
+                                      static_cast<uint16_t*>(narrow.raw()), n, stream_),
+               where() + "cast_f32_to_bf16(" + name + ", " + tensor.describe() + ")");
+    check_cuda(cudaMemcpyAsync(tensor.raw(), narrow.raw(), tensor.nbytes(),
+                               cudaMemcpyDeviceToDevice, stream_),
+               where() + "cudaMemcpyAsync(" + name + " -> " + tensor.tag() + ")");
+    // Before `narrow` and `wide` go back to the allocator, which may hand
+    // their memory to work on another stream.
+    synchronize("narrowing " + name);
+  }
+
+  // Best effort: a destructor cannot throw, and a failing teardown at the
+  // end of a job has nothing left to protect.
+  void release() {
+    if (comm_) (void)ncclCommDestroy(comm_);
+    if (stream_) (void)cudaStreamDestroy(stream_);
+    comm_ = nullptr;
+    stream_ = nullptr;
+  }
+
+  int device_ = 0;
+  int rank_ = 0;
+  int size_ = 1;
+  cudaStream_t stream_ = nullptr;
+  ncclComm_t comm_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_comm(int device) {
+  return std::make_unique<NcclComm>(device);
+}
+
+}  // namespace headroom

@@ -1,0 +1,36 @@
+// NcclComm: the Communicator over NCCL on device (cuda) tensors, one rank
+// per GPU, bootstrapped over MPI_COMM_WORLD (rank 0's NCCL unique id reaches
+// the others by MPI_Bcast), for jobs launched by `mpirun` or `srun`.
+//
+// Tensors must live on the device this communicator was made for (their
+// raw() is a device pointer). Every method is synchronous: when it returns,
+// the result is in the tensor (or span) and the comm buffers are given back,
+// because the trainer reads results and frees memory right after. Work runs
+// on the communicator's own blocking stream, so it is ordered after whatever
+// the caller queued on the legacy default stream.
+//
+// Allocations match the other communicators (see communicator.h): fp32
+// reductions, gathers and broadcasts allocate nothing; a bf16 reduction
+// widens into an fp32 comm buffer ("<tag>.comm"), reduces it and narrows it
+// back through a bf16 comm buffer, exactly as reduce_through_fp32_buffer
+// does, so a plan on the meta backend with the simulated communicator makes
+// the same allocations as a run on this one. NCCL counts are size_t: no
+// piece needs splitting (unlike MPI's int counts).
+//
+// nccl.h and mpi.h stay out of this header: only headroom_comm_nccl sees them.
+#pragma once
+
+#include <memory>
+
+#include "comm/communicator.h"
+
+namespace headroom {
+
+// Initializes MPI if it is not yet (once per process; finalized at exit),
+// makes `device` current for this thread, and joins every rank of
+// MPI_COMM_WORLD into one NCCL communicator on it. Collective: every rank
+// must call it. Throws InternalError naming the failed MPI, CUDA or NCCL call
+// and its error string.
+std::unique_ptr<Communicator> make_nccl_comm(int device);
+
+}  // namespace headroom
