@@ -68,6 +68,15 @@ class Backend {
   virtual Tensor cast(const Tensor& x, DType dtype, Category category, std::string_view tag) = 0;
   // out = a + b, elementwise, same shapes and dtype; out may alias a or b.
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  // out[i] = x[i] * keep(seed, i) / (1 - p): keep(seed, i) (dropout_keeps in
+  // backend/dropout_mask.h) is 0 with probability p and 1 otherwise, from a
+  // counter-based hash of (seed, i), i the flat index within x. The same
+  // (seed, p) gives the same mask on every backend and thread count, so the
+  // op is its own backward: dropout(dy, p, seed) is exactly dx, and no mask
+  // is saved. 0 <= p < 1 (p = 0 copies x). x and out of one shape and dtype
+  // (fp32 or bf16; fp32 math, one rounding); out may be x itself. Dropped
+  // elements are +0 even where x is inf or NaN. Allocates nothing.
+  virtual void dropout(const Tensor& x, float p, uint64_t seed, Tensor& out) = 0;
   // C = alpha * op(A) @ op(B) + beta * C, with op(X) = X or X^T.
   // A, B, C are 2-D; A and B share a dtype (fp32 or bf16); C is fp32 or the
   // same dtype as A. Accumulation is always in fp32. beta = 0 ignores C's
@@ -100,7 +109,8 @@ class Backend {
   // x, y (N, C); w (C); rstd (N) fp32 written (saved for backward; y is not needed).
   virtual void rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, Tensor& y,
                                Tensor& rstd) = 0;
-  // dx (N, C) written; dw (C) accumulated.
+  // dx (N, C) written; dw (C) accumulated, or undefined for a frozen weight:
+  // then no dw is computed and nothing is allocated for it.
   virtual void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
                                 const Tensor& rstd, Tensor& dx, Tensor& dw) = 0;
 

@@ -125,25 +125,29 @@ void check_linear_cross_entropy_backward(BackendKind backend, const Tensor& hidd
   constexpr std::string_view op = "linear_cross_entropy_backward";
   check_linear_operands(op, backend, hidden, weight, targets, options);
   check_operand(op, backend, d_hidden, "d_hidden");
-  check_operand(op, backend, d_weight, "d_weight");
+  // An undefined d_weight is a frozen lm_head: d_hidden is still needed.
+  const bool has_d_weight = d_weight.defined();
+  if (has_d_weight) check_operand(op, backend, d_weight, "d_weight");
   if (d_hidden.shape() != hidden.shape())
     fail_op(op, "shape mismatch: " + describe_operand("d_hidden", d_hidden) + " vs " +
                     describe_operand("hidden", hidden));
-  if (d_weight.shape() != weight.shape())
+  if (has_d_weight && d_weight.shape() != weight.shape())
     fail_op(op, "shape mismatch: " + describe_operand("d_weight", d_weight) + " vs " +
                     describe_operand("weight", weight));
   if (d_hidden.dtype() != hidden.dtype() && d_hidden.dtype() != DType::kF32)
     fail_op(op, describe_operand("d_hidden", d_hidden) + " must be fp32 or the dtype of " +
                     describe_operand("hidden", hidden));
-  if (d_weight.dtype() != weight.dtype() && d_weight.dtype() != DType::kF32)
+  if (has_d_weight && d_weight.dtype() != weight.dtype() && d_weight.dtype() != DType::kF32)
     fail_op(op, describe_operand("d_weight", d_weight) + " must be fp32 or the dtype of " +
                     describe_operand("weight", weight));
   check_disjoint(op, d_hidden, "d_hidden", hidden, "hidden");
   check_disjoint(op, d_hidden, "d_hidden", weight, "weight");
-  check_disjoint(op, d_weight, "d_weight", hidden, "hidden");
-  check_disjoint(op, d_weight, "d_weight", weight, "weight");
-  check_disjoint(op, d_hidden, "d_hidden", d_weight, "d_weight");
-  check_scale(op, scale, d_weight);
+  if (has_d_weight) {
+    check_disjoint(op, d_weight, "d_weight", hidden, "hidden");
+    check_disjoint(op, d_weight, "d_weight", weight, "weight");
+    check_disjoint(op, d_hidden, "d_hidden", d_weight, "d_weight");
+  }
+  check_scale(op, scale, has_d_weight ? d_weight : d_hidden);
 
   int64_t tokens = hidden.size(0);
   int64_t vocab = weight.size(0);

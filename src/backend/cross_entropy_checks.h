@@ -33,7 +33,8 @@ void check_linear_cross_entropy_forward(BackendKind backend, const Tensor& hidde
                                         const LinearCrossEntropyOptions& options,
                                         const Tensor& loss_sum);
 // Backward adds: d_hidden (T, C) and d_weight (V, C), each of its operand's
-// dtype or fp32 (an fp32 main gradient), disjoint from the operands; `saved`
+// dtype or fp32 (an fp32 main gradient), disjoint from the operands; d_weight
+// may be undefined (a frozen lm_head, no weight gradient); `saved`
 // as forward left it for these options (lse (T) fp32; save mode: one chunk
 // per chunk of T, of logits_dtype; recompute: none); scale finite.
 void check_linear_cross_entropy_backward(BackendKind backend, const Tensor& hidden,

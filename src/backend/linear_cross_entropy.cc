@@ -87,7 +87,7 @@ void linear_cross_entropy_backward(Backend& backend, const Tensor& hidden, const
       logits = backend.cast(logits, weight.dtype(), Category::kLogits, chunk_tag(i, "dlogits"));
     Tensor d_hidden_rows = d_hidden.rows(begin, end);
     backend.gemm(logits, false, weight, false, d_hidden_rows, 1.0f, 0.0f);
-    backend.gemm(logits, true, hidden_rows, false, d_weight, 1.0f, 1.0f);
+    if (d_weight.defined()) backend.gemm(logits, true, hidden_rows, false, d_weight, 1.0f, 1.0f);
   }
   saved.chunks.clear();
   saved.lse = Tensor();

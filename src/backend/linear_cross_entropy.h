@@ -71,6 +71,10 @@ LinearCrossEntropySaved linear_cross_entropy_forward(Backend& backend, const Ten
 // operand's dtype, or fp32). scale = dLoss / dloss_sum (1 / counted tokens for
 // the mean), finite. Same hidden, weight, targets and options as forward.
 // Consumes `saved`: each kept chunk is freed once used, and lse at the end.
+// d_weight may be undefined (a frozen lm_head, as in LoRA): the weight
+// gradient gemm (and its workspace) is skipped in every mode; everything else,
+// the upcast's dlogits chunk included (d_hidden's gemm needs it too), is
+// allocated as before, and d_hidden has the same bits.
 void linear_cross_entropy_backward(Backend& backend, const Tensor& hidden, const Tensor& weight,
                                    const Tensor& targets, LinearCrossEntropySaved& saved,
                                    const LinearCrossEntropyOptions& options, float scale,

@@ -51,6 +51,18 @@ void check_sum_squares(BackendKind backend, const Tensor& x, const Tensor& out) 
   check_disjoint(op, out, "out", x, "x");
 }
 
+void check_dropout(BackendKind backend, const Tensor& x, float p, const Tensor& out) {
+  constexpr std::string_view op = "dropout";
+  check_operand(op, backend, x, "x");
+  check_operand(op, backend, out, "out");
+  check_floating(op, x, "x");
+  check_same_shape(op, x, "x", out, "out");
+  check_same_dtype(op, x, "x", out, "out");
+  if (!(p >= 0 && p < 1))  // false for NaN
+    fail_op(op, "p " + value_string(p) + " must be in [0, 1) (x " + describe_operand(x) + ")");
+  check_identical_or_disjoint(op, out, "out", x, "x");
+}
+
 void check_embedding_forward(BackendKind backend, const Tensor& table, const Tensor& ids,
                              const Tensor& out) {
   constexpr std::string_view op = "embedding_forward";
@@ -128,7 +140,9 @@ void check_rmsnorm_backward(BackendKind backend, const Tensor& dy, const Tensor&
   check_operand(op, backend, w, "w");
   check_operand(op, backend, rstd, "rstd");
   check_operand(op, backend, dx, "dx");
-  check_operand(op, backend, dw, "dw");
+  // An undefined dw is a frozen weight (LoRA): dx is still needed upstream.
+  const bool has_dw = dw.defined();
+  if (has_dw) check_operand(op, backend, dw, "dw");
   check_rank(op, x, "x", 2, "(N, C)");
   check_floating(op, x, "x");
   check_same_shape(op, dy, "dy", x, "x");
@@ -138,8 +152,10 @@ void check_rmsnorm_backward(BackendKind backend, const Tensor& dy, const Tensor&
   check_rank(op, w, "w", 1, "(C)");
   check_same_dtype(op, w, "w", x, "x");
   check_size(op, w, "w", 0, x.size(1), x, "x");
-  check_same_shape(op, dw, "dw", w, "w");
-  check_same_dtype(op, dw, "dw", w, "w");
+  if (has_dw) {
+    check_same_shape(op, dw, "dw", w, "w");
+    check_same_dtype(op, dw, "dw", w, "w");
+  }
   check_dtype(op, rstd, "rstd", DType::kF32);
   if (rstd.shape() != Shape{x.size(0)})
     fail_op(op, "shape mismatch: " + describe_operand("rstd", rstd) + " vs " +
@@ -151,9 +167,9 @@ void check_rmsnorm_backward(BackendKind backend, const Tensor& dy, const Tensor&
                                     {&w, "w"},
                                     {&rstd, "rstd"}}) {
     check_disjoint(op, dx, "dx", *input, role);
-    check_disjoint(op, dw, "dw", *input, role);
+    if (has_dw) check_disjoint(op, dw, "dw", *input, role);
   }
-  check_disjoint(op, dx, "dx", dw, "dw");
+  if (has_dw) check_disjoint(op, dx, "dx", dw, "dw");
 }
 
 void check_rope(std::string_view op, BackendKind backend, const Tensor& x, const Tensor& positions,

@@ -1,5 +1,6 @@
 // The shape, dtype and aliasing rules of the model ops (host transfer, scale,
-// sum_squares, embedding, rmsnorm, rope, bias, swiglu, adamw), written once.
+// sum_squares, dropout, embedding, rmsnorm, rope, bias, swiglu, adamw),
+// written once.
 //
 // Same role as op_checks.h, for the ops added with the model: cpu, meta (and
 // cuda) call the same check before they allocate or compute, so plan and run
@@ -9,7 +10,7 @@
 // Aliasing: outputs of the row-wise and reducing ops (rmsnorm, embedding,
 // sum_squares, bias_backward, adamw) must not overlap any input, because
 // their loops read an input after writing part of an output. The purely
-// elementwise ops (swiglu) allow an output to be exactly an input, as add
+// elementwise ops (dropout, swiglu) allow an output to be exactly an input, as add
 // does: element i is read before it is written, by the same iteration.
 #pragma once
 
@@ -28,6 +29,10 @@ void check_scale(BackendKind backend, const Tensor& x);
 // x fp32 or bf16, any shape; out fp32 [1], disjoint from x.
 void check_sum_squares(BackendKind backend, const Tensor& x, const Tensor& out);
 
+// x, out one shape and dtype, fp32 or bf16; out is x itself or disjoint from
+// it; 0 <= p < 1 (1 would scale by inf; NaN is rejected).
+void check_dropout(BackendKind backend, const Tensor& x, float p, const Tensor& out);
+
 // table (V, C) fp32/bf16; ids (T) int32; out (T, C) table's dtype.
 void check_embedding_forward(BackendKind backend, const Tensor& table, const Tensor& ids,
                              const Tensor& out);
@@ -42,7 +47,8 @@ Tensor allocate_embedding_backward_order(Backend& backend, const Tensor& ids);
 // x, y (N, C) one dtype; w (C) x's dtype; rstd (N) fp32; eps >= 0 and finite.
 void check_rmsnorm_forward(BackendKind backend, const Tensor& x, const Tensor& w, float eps,
                            const Tensor& y, const Tensor& rstd);
-// dy, x, dx (N, C) and w, dw (C) of one dtype; rstd (N) fp32.
+// dy, x, dx (N, C) and w, dw (C) of one dtype; rstd (N) fp32. dw may be
+// undefined (a frozen weight: no gradient is accumulated).
 void check_rmsnorm_backward(BackendKind backend, const Tensor& dy, const Tensor& x, const Tensor& w,
                             const Tensor& rstd, const Tensor& dx, const Tensor& dw);
 

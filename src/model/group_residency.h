@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "model/param_group.h"
@@ -18,24 +19,22 @@ namespace headroom {
 
 class GroupResidency {
  public:
-  // The order groups are used in, for fetching ahead: forward reads embed,
-  // block.0 .. block.L-1, head; backward reads block.L-1 .. block.0. A use
-  // outside that order (a tied table in the loss, a save) is kAlone.
-  enum class Pass { kForward, kBackward, kAlone };
-
   virtual ~GroupResidency() = default;
 
   // Called once by the Transformer's constructor with its (still empty)
   // group vectors, one entry per layout: the residency allocates what it
   // keeps for the whole run and fills or empties entries on the calls below.
-  // The vectors outlive the residency's use of them.
+  // A layout that is not trainable (a frozen base under LoRA) never gets
+  // gradients. The vectors outlive the residency's use of them.
   virtual void bind(const std::vector<GroupLayout>& layouts, std::vector<FlatGroup>& params,
                     std::vector<FlatGroup>& grads) = 0;
 
   // params[g] must hold group g whole, with its current values, until
-  // release_params(g). `pass` tells which groups come next, so they can be
-  // fetched ahead.
-  virtual void acquire_params(size_t g, Pass pass) = 0;
+  // release_params(g). `ahead` lists the groups the model reads next, in
+  // order (forward: the following blocks, then the head; backward: the
+  // blocks below), so they can be fetched ahead; empty when g is used out of
+  // that order (a tied table in the loss, a save, an adapter).
+  virtual void acquire_params(size_t g, std::span<const size_t> ahead) = 0;
   virtual void release_params(size_t g) = 0;
 
   // params[g] must be whole but its values are about to be overwritten

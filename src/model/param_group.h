@@ -23,6 +23,9 @@ struct GroupLayout {
   std::vector<ParamSpec> specs;
   std::vector<int64_t> offsets;  // element offset of specs[i]
   int64_t numel = 0;
+  // Whether the group gets gradients and optimizer states; a frozen base
+  // under LoRA does not.
+  bool trainable = true;
 
   static GroupLayout make(std::string name, std::vector<ParamSpec> specs);
   // Index of `hf_name` in specs, or -1.

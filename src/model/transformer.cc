@@ -1,5 +1,6 @@
 #include "model/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -19,7 +20,58 @@ std::string tag(int64_t l, const char* what) {
 
 }  // namespace
 
-std::vector<GroupLayout> transformer_layouts(const ModelConfig& c) {
+const char* lora_target_name(LoraTarget target) {
+  static const char* const kNames[kNumLoraTargets] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                                                      "gate_proj", "up_proj", "down_proj"};
+  return kNames[target];
+}
+
+namespace {
+
+// PEFT's module path of a target inside a layer.
+std::string lora_module(LoraTarget t) {
+  return std::string(t <= kLoraO ? "self_attn." : "mlp.") + lora_target_name(t);
+}
+
+// (out, in) of a target's projection.
+std::pair<int64_t, int64_t> lora_shape(const ModelConfig& c, LoraTarget t) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size;
+  const int64_t HD = c.num_heads * c.head_dim, KVD = c.num_kv_heads * c.head_dim;
+  switch (t) {
+    case kLoraQ:
+      return {HD, C};
+    case kLoraK:
+      return {KVD, C};
+    case kLoraV:
+      return {KVD, C};
+    case kLoraO:
+      return {C, HD};
+    case kLoraGate:
+      return {F, C};
+    case kLoraUp:
+      return {F, C};
+    case kLoraDown:
+      return {C, F};
+    default:
+      break;
+  }
+  throw InternalError("unknown LoRA target");
+}
+
+// The activation tag of a target's projection output, for its adapter's.
+const char* lora_tag(LoraTarget t) {
+  static const char* const kTags[kNumLoraTargets] = {"attn.q",   "attn.k", "attn.v",  "attn.o_proj",
+                                                     "mlp.gate", "mlp.up", "mlp.down"};
+  return kTags[t];
+}
+
+bool targets_contain(const LoraOptions& lora, LoraTarget t) {
+  return std::find(lora.targets.begin(), lora.targets.end(), t) != lora.targets.end();
+}
+
+}  // namespace
+
+std::vector<GroupLayout> transformer_layouts(const ModelConfig& c, const LoraOptions& lora) {
   const int64_t C = c.hidden_size, V = c.vocab_size, F = c.intermediate_size;
   const int64_t HD = c.num_heads * c.head_dim, KVD = c.num_kv_heads * c.head_dim;
   std::vector<GroupLayout> layouts;
@@ -47,6 +99,22 @@ std::vector<GroupLayout> transformer_layouts(const ModelConfig& c) {
   std::vector<ParamSpec> head = {{"model.norm.weight", {C}}};
   if (!c.tie_word_embeddings) head.push_back({"lm_head.weight", {V, C}});
   layouts.push_back(GroupLayout::make("head", std::move(head)));
+  if (!lora.enabled) return layouts;
+
+  for (GroupLayout& layout : layouts)
+    layout.trainable = false;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    std::vector<ParamSpec> specs;
+    const std::string p = "base_model.model." + layer_name(l);
+    for (int t = 0; t < kNumLoraTargets; ++t) {
+      const LoraTarget target = static_cast<LoraTarget>(t);
+      if (!targets_contain(lora, target)) continue;
+      const auto [out, in] = lora_shape(c, target);
+      specs.push_back({p + lora_module(target) + ".lora_A.weight", {lora.rank, in}});
+      specs.push_back({p + lora_module(target) + ".lora_B.weight", {out, lora.rank}});
+    }
+    layouts.push_back(GroupLayout::make("lora." + std::to_string(l), std::move(specs)));
+  }
   return layouts;
 }
 
@@ -67,6 +135,10 @@ struct Transformer::BlockSaved {
   Tensor gate, up;        // (T, F)
   Tensor act;             // (T, F)      silu(gate) * up
   Tensor y;               // (T, C)      block output (handed to the next block)
+  // Per adapted projection: its (dropped-out) input x (T, in), for dA, and
+  // x A^T (T, r), for dB. Without dropout x shares the block's own tensor.
+  Tensor lora_x[kNumLoraTargets];
+  Tensor lora_u[kNumLoraTargets];
 };
 
 Transformer::Transformer(Backend& backend, const ModelConfig& config,
@@ -74,7 +146,7 @@ Transformer::Transformer(Backend& backend, const ModelConfig& config,
     : backend_(backend),
       config_(config),
       options_(options),
-      layouts_(transformer_layouts(config)),
+      layouts_(transformer_layouts(config, options.lora)),
       residency_(residency) {
   attention_.heads = config.num_heads;
   attention_.kv_heads = config.num_kv_heads;
@@ -90,6 +162,21 @@ Transformer::Transformer(Backend& backend, const ModelConfig& config,
   if (config.attention_bias)
     block_index_[kBq] = next++, block_index_[kBk] = next++, block_index_[kBv] = next++;
   if (config.qk_norm) block_index_[kQNorm] = next++, block_index_[kKNorm] = next++;
+  lora_index_.assign(kNumLoraTargets, -1);
+  if (options.lora.enabled) {
+    HR_CHECK(options.lora.rank >= 1 && !options.lora.targets.empty(),
+             "LoRA needs a rank >= 1 and at least one target");
+    int view = 0;
+    for (int t = 0; t < kNumLoraTargets; ++t)
+      if (targets_contain(options.lora, static_cast<LoraTarget>(t)))
+        lora_index_[t] = view, view += 2;
+  }
+  // The order forward and backward read the base groups in: what a
+  // residency may fetch ahead. Adapters are small and fetched on use.
+  for (size_t g = 0; g < num_base_groups(); ++g)
+    forward_order_.push_back(g);
+  for (int64_t l = config.num_layers - 1; l >= 0; --l)
+    backward_order_.push_back(static_cast<size_t>(l + 1));
 
   PhaseScope scope(backend.allocator(), Phase::kInit);
   if (residency_) {
@@ -102,8 +189,9 @@ Transformer::Transformer(Backend& backend, const ModelConfig& config,
     params_.push_back(FlatGroup::allocate(backend, layout, options.dtype, Category::kParam,
                                           layout.name + ".params"));
   for (const GroupLayout& layout : layouts_)
-    grads_.push_back(FlatGroup::allocate(backend, layout, options.dtype, Category::kGrad,
-                                         layout.name + ".grads"));
+    grads_.push_back(layout.trainable ? FlatGroup::allocate(backend, layout, options.dtype,
+                                                            Category::kGrad, layout.name + ".grads")
+                                      : FlatGroup{});
   zero_grads();
 }
 
@@ -111,20 +199,24 @@ const Tensor& Transformer::block_param(int64_t layer, BlockParam p) const {
   return params_[static_cast<size_t>(layer + 1)].views[static_cast<size_t>(block_index_[p])];
 }
 
-Tensor& Transformer::block_grad(int64_t layer, BlockParam p) {
+Tensor Transformer::block_grad(int64_t layer, BlockParam p) {
+  if (frozen_base()) return Tensor();
   return grads_[static_cast<size_t>(layer + 1)].views[static_cast<size_t>(block_index_[p])];
 }
 
 const Tensor& Transformer::lm_head() const {
-  return config_.tie_word_embeddings ? params_.front().views[0] : params_.back().views[1];
+  return config_.tie_word_embeddings ? params_.front().views[0]
+                                     : params_[num_base_groups() - 1].views[1];
 }
 
-Tensor& Transformer::lm_head_grad() {
-  return config_.tie_word_embeddings ? grads_.front().views[0] : grads_.back().views[1];
+Tensor Transformer::lm_head_grad() {
+  if (frozen_base()) return Tensor();
+  const FlatGroup& head = grads_[num_base_groups() - 1];
+  return config_.tie_word_embeddings ? grads_.front().views[0] : head.views[1];
 }
 
-void Transformer::acquire_params(size_t g, GroupResidency::Pass pass) {
-  if (residency_) residency_->acquire_params(g, pass);
+void Transformer::acquire_params(size_t g, std::span<const size_t> ahead) {
+  if (residency_) residency_->acquire_params(g, ahead);
 }
 
 void Transformer::release_params(size_t g) {
@@ -150,7 +242,7 @@ void Transformer::release_grads(size_t g) {
 void Transformer::init_random(uint64_t seed) {
   const float a = 0.02f * std::sqrt(3.0f);
   uint64_t stream = 0;
-  for (size_t g = 0; g < params_.size(); ++g) {
+  for (size_t g = 0; g < num_base_groups(); ++g) {
     begin_params_write(g);
     for (size_t i = 0; i < params_[g].views.size(); ++i) {
       Tensor& w = params_[g].views[i];
@@ -165,6 +257,21 @@ void Transformer::init_random(uint64_t seed) {
       else
         backend_.fill_uniform(w, seed * 1000003 + stream, -a, a);
       ++stream;
+    }
+    end_params_write(g);
+  }
+  init_adapters();
+}
+
+void Transformer::init_adapters() {
+  for (size_t g = num_base_groups(); g < layouts_.size(); ++g) {
+    begin_params_write(g);
+    for (size_t i = 0; i < params_[g].views.size(); i += 2) {
+      // PEFT: kaiming_uniform_(A, a=sqrt(5)) is U(-1/sqrt(in), 1/sqrt(in)); B = 0.
+      Tensor& lora_a = params_[g].views[i];
+      const float bound = 1.0f / std::sqrt(static_cast<float>(lora_a.size(1)));
+      backend_.fill_uniform(lora_a, options_.lora.seed * 1000003 + 7919 * g + i, -bound, bound);
+      backend_.fill(params_[g].views[i + 1], 0.0f);
     }
     end_params_write(g);
   }
@@ -201,6 +308,9 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
     b.bias_forward(s.k, block_param(l, kBk));
     b.bias_forward(s.v, block_param(l, kBv));
   }
+  adapter_forward(l, kLoraQ, s.h, s.q, s);
+  adapter_forward(l, kLoraK, s.h, s.k, s);
+  adapter_forward(l, kLoraV, s.h, s.v, s);
   if (config_.qk_norm) {
     // Per-head RMSNorm over D: (T, H*D) viewed as (T*H, D).
     s.q_pre = s.q;
@@ -223,6 +333,7 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
   {
     Tensor o = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn.o_proj"));
     b.gemm(s.att, false, block_param(l, kWo), true, o, 1.0f, 0.0f);  // (T, C) = (T, HD) @ (C, HD)^T
+    adapter_forward(l, kLoraO, s.att, o, s);
     s.x2 = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn.residual"));
     b.add(x, o, s.x2);
   }
@@ -234,6 +345,8 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
   s.up = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.up"));
   b.gemm(s.h2, false, block_param(l, kWGate), true, s.gate, 1.0f, 0.0f);  // (T, F)
   b.gemm(s.h2, false, block_param(l, kWUp), true, s.up, 1.0f, 0.0f);
+  adapter_forward(l, kLoraGate, s.h2, s.gate, s);
+  adapter_forward(l, kLoraUp, s.h2, s.up, s);
   s.act = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.act"));
   b.swiglu_forward(s.gate, s.up, s.act);
 
@@ -241,6 +354,7 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
     Tensor m = b.empty({T, C}, dt, Category::kActivation, tag(l, "mlp.down"));
     b.gemm(s.act, false, block_param(l, kWDown), true, m, 1.0f,
            0.0f);  // (T, C) = (T, F) @ (C, F)^T
+    adapter_forward(l, kLoraDown, s.act, m, s);
     // The next block's input: kept alone, as a checkpoint, when that block
     // recomputes its activations.
     const bool next_checkpointed = is_checkpointed(l + 1);
@@ -254,6 +368,10 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
     s = BlockSaved{};
     s.x = input;
     s.y = output;
+  } else if (frozen_base()) {
+    // A frozen projection's input is needed only for its weight's gradient:
+    // as in PyTorch, it is not kept (an adapter keeps its own reference).
+    s.h = Tensor(), s.h2 = Tensor(), s.act = Tensor();
   }
   return s;
 }
@@ -268,7 +386,11 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
   // MLP: y = x2 + down(silu(gate(h2)) * up(h2))
   Tensor d_act = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.act.grad"));
   b.gemm(dy, false, block_param(l, kWDown), false, d_act, 1.0f, 0.0f);  // (T, F) = (T, C) @ (C, F)
-  b.gemm(dy, true, s.act, false, block_grad(l, kWDown), 1.0f, 1.0f);    // (C, F) += dy^T @ act
+  adapter_backward(l, kLoraDown, dy, d_act, s);
+  if (!frozen_base()) {
+    Tensor dw = block_grad(l, kWDown);
+    b.gemm(dy, true, s.act, false, dw, 1.0f, 1.0f);  // (C, F) += dy^T @ act
+  }
   s.act = Tensor();
   Tensor d_gate = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.gate.grad"));
   Tensor d_up = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.up.grad"));
@@ -277,18 +399,28 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
   Tensor d_h2 = b.empty({T, C}, dt, Category::kActivation, tag(l, "mlp_norm.out.grad"));
   b.gemm(d_gate, false, block_param(l, kWGate), false, d_h2, 1.0f, 0.0f);  // (T, C)
   b.gemm(d_up, false, block_param(l, kWUp), false, d_h2, 1.0f, 1.0f);
-  b.gemm(d_gate, true, s.h2, false, block_grad(l, kWGate), 1.0f, 1.0f);  // (F, C)
-  b.gemm(d_up, true, s.h2, false, block_grad(l, kWUp), 1.0f, 1.0f);
+  adapter_backward(l, kLoraGate, d_gate, d_h2, s);
+  adapter_backward(l, kLoraUp, d_up, d_h2, s);
+  if (!frozen_base()) {
+    Tensor dw_gate = block_grad(l, kWGate), dw_up = block_grad(l, kWUp);
+    b.gemm(d_gate, true, s.h2, false, dw_gate, 1.0f, 1.0f);  // (F, C)
+    b.gemm(d_up, true, s.h2, false, dw_up, 1.0f, 1.0f);
+  }
   d_gate = Tensor(), d_up = Tensor(), s.h2 = Tensor();
   Tensor dx2 = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn.residual.grad"));
-  b.rmsnorm_backward(d_h2, s.x2, block_param(l, kMlpNorm), s.rstd2, dx2, block_grad(l, kMlpNorm));
+  Tensor dw_mlp_norm = block_grad(l, kMlpNorm);
+  b.rmsnorm_backward(d_h2, s.x2, block_param(l, kMlpNorm), s.rstd2, dx2, dw_mlp_norm);
   d_h2 = Tensor(), s.x2 = Tensor(), s.rstd2 = Tensor();
   b.add(dx2, dy, dx2);  // the residual path
 
   // Attention: x2 = x + o_proj(attention(rope(norm(q)), rope(norm(k)), v))
   Tensor d_att = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.out.grad"));
   b.gemm(dx2, false, block_param(l, kWo), false, d_att, 1.0f, 0.0f);  // (T, HD) = (T, C) @ (C, HD)
-  b.gemm(dx2, true, s.att, false, block_grad(l, kWo), 1.0f, 1.0f);    // (C, HD) += dx2^T @ att
+  adapter_backward(l, kLoraO, dx2, d_att, s);
+  if (!frozen_base()) {
+    Tensor dw_o = block_grad(l, kWo);
+    b.gemm(dx2, true, s.att, false, dw_o, 1.0f, 1.0f);  // (C, HD) += dx2^T @ att
+  }
   Tensor dq = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.q.grad"));
   Tensor dk = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.k.grad"));
   Tensor dv = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.v.grad"));
@@ -301,31 +433,105 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
     Tensor dq_pre = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.q_pre.grad"));
     Tensor dk_pre = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.k_pre.grad"));
     Tensor dq_rows = dq_pre.view({T * H, D}), dk_rows = dk_pre.view({T * KV, D});
+    Tensor dw_q_norm = block_grad(l, kQNorm), dw_k_norm = block_grad(l, kKNorm);
     b.rmsnorm_backward(dq.view({T * H, D}), s.q_pre.view({T * H, D}), block_param(l, kQNorm),
-                       s.rstd_q, dq_rows, block_grad(l, kQNorm));
+                       s.rstd_q, dq_rows, dw_q_norm);
     b.rmsnorm_backward(dk.view({T * KV, D}), s.k_pre.view({T * KV, D}), block_param(l, kKNorm),
-                       s.rstd_k, dk_rows, block_grad(l, kKNorm));
+                       s.rstd_k, dk_rows, dw_k_norm);
     dq = dq_pre, dk = dk_pre;
     s.q_pre = Tensor(), s.k_pre = Tensor(), s.rstd_q = Tensor(), s.rstd_k = Tensor();
   }
-  if (config_.attention_bias) {
-    b.bias_backward(dq, block_grad(l, kBq));
-    b.bias_backward(dk, block_grad(l, kBk));
-    b.bias_backward(dv, block_grad(l, kBv));
+  if (config_.attention_bias && !frozen_base()) {
+    Tensor db_q = block_grad(l, kBq), db_k = block_grad(l, kBk), db_v = block_grad(l, kBv);
+    b.bias_backward(dq, db_q);
+    b.bias_backward(dk, db_k);
+    b.bias_backward(dv, db_v);
   }
   Tensor d_h = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn_norm.out.grad"));
   b.gemm(dq, false, block_param(l, kWq), false, d_h, 1.0f, 0.0f);  // (T, C) = (T, HD) @ (HD, C)
   b.gemm(dk, false, block_param(l, kWk), false, d_h, 1.0f, 1.0f);
   b.gemm(dv, false, block_param(l, kWv), false, d_h, 1.0f, 1.0f);
-  b.gemm(dq, true, s.h, false, block_grad(l, kWq), 1.0f, 1.0f);  // (HD, C) += dq^T @ h
-  b.gemm(dk, true, s.h, false, block_grad(l, kWk), 1.0f, 1.0f);
-  b.gemm(dv, true, s.h, false, block_grad(l, kWv), 1.0f, 1.0f);
+  adapter_backward(l, kLoraQ, dq, d_h, s);
+  adapter_backward(l, kLoraK, dk, d_h, s);
+  adapter_backward(l, kLoraV, dv, d_h, s);
+  if (!frozen_base()) {
+    Tensor dw_q = block_grad(l, kWq), dw_k = block_grad(l, kWk), dw_v = block_grad(l, kWv);
+    b.gemm(dq, true, s.h, false, dw_q, 1.0f, 1.0f);  // (HD, C) += dq^T @ h
+    b.gemm(dk, true, s.h, false, dw_k, 1.0f, 1.0f);
+    b.gemm(dv, true, s.h, false, dw_v, 1.0f, 1.0f);
+  }
   dq = Tensor(), dk = Tensor(), dv = Tensor(), s.h = Tensor(), s.v = Tensor();
   Tensor dx = b.empty({T, C}, dt, Category::kActivation, tag(l, "in.grad"));
-  b.rmsnorm_backward(d_h, s.x, block_param(l, kAttnNorm), s.rstd1, dx, block_grad(l, kAttnNorm));
+  Tensor dw_attn_norm = block_grad(l, kAttnNorm);
+  b.rmsnorm_backward(d_h, s.x, block_param(l, kAttnNorm), s.rstd1, dx, dw_attn_norm);
   d_h = Tensor(), s.rstd1 = Tensor(), s.x = Tensor();
   b.add(dx, dx2, dx);
   return dx;
+}
+
+uint64_t Transformer::dropout_seed(int64_t layer, LoraTarget t) const {
+  // splitmix64's finalizer over the inputs: distinct masks per adapter,
+  // layer and micro-batch, the same in forward, recompute and backward.
+  uint64_t z = options_.lora.seed ^ (random_stream_ * 0x9E3779B97F4A7C15ull) ^
+               (static_cast<uint64_t>(layer) << 8) ^ static_cast<uint64_t>(t);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void Transformer::adapter_forward(int64_t l, LoraTarget t, const Tensor& x, Tensor& y,
+                                  BlockSaved& s) {
+  if (!has_adapter(t)) return;
+  Backend& b = backend_;
+  const FlatGroup& group = params_[adapter_group(l)];
+  const Tensor& lora_a = group.views[static_cast<size_t>(lora_index_[t])];      // (r, in)
+  const Tensor& lora_b = group.views[static_cast<size_t>(lora_index_[t]) + 1];  // (out, r)
+  const int64_t T = x.size(0), r = options_.lora.rank;
+  const float scale = options_.lora.alpha / static_cast<float>(r);
+  Tensor xd = x;
+  if (options_.lora.dropout > 0) {
+    xd = b.empty(x.shape(), x.dtype(), Category::kActivation,
+                 tag(l, (std::string(lora_tag(t)) + ".lora.x_dropped").c_str()));
+    b.dropout(x, options_.lora.dropout, dropout_seed(l, t), xd);
+  }
+  Tensor u = b.empty({T, r}, x.dtype(), Category::kActivation,
+                     tag(l, (std::string(lora_tag(t)) + ".lora.xa").c_str()));
+  b.gemm(xd, false, lora_a, true, u, 1.0f, 0.0f);  // (T, r) = (T, in) @ (r, in)^T
+  b.gemm(u, false, lora_b, true, y, scale, 1.0f);  // (T, out) += s * (T, r) @ (out, r)^T
+  s.lora_x[t] = xd;
+  s.lora_u[t] = u;
+}
+
+void Transformer::adapter_backward(int64_t l, LoraTarget t, const Tensor& dy, Tensor& dx,
+                                   BlockSaved& s) {
+  if (!has_adapter(t)) return;
+  Backend& b = backend_;
+  const size_t g = adapter_group(l);
+  const size_t ia = static_cast<size_t>(lora_index_[t]);
+  const Tensor& lora_a = params_[g].views[ia];      // (r, in)
+  const Tensor& lora_b = params_[g].views[ia + 1];  // (out, r)
+  Tensor& d_a = grads_[g].views[ia];
+  Tensor& d_b = grads_[g].views[ia + 1];
+  const int64_t T = dy.size(0), r = options_.lora.rank;
+  const float scale = options_.lora.alpha / static_cast<float>(r);
+  // du = s * dy B: the gradient at x A^T.
+  Tensor du = b.empty({T, r}, dy.dtype(), Category::kActivation,
+                      tag(l, (std::string(lora_tag(t)) + ".lora.xa.grad").c_str()));
+  b.gemm(dy, false, lora_b, false, du, scale, 0.0f);       // (T, r) = s * (T, out) @ (out, r)
+  b.gemm(dy, true, s.lora_u[t], false, d_b, scale, 1.0f);  // (out, r) += s * dy^T @ u
+  s.lora_u[t] = Tensor();
+  b.gemm(du, true, s.lora_x[t], false, d_a, 1.0f, 1.0f);  // (r, in) += du^T @ x
+  s.lora_x[t] = Tensor();
+  if (options_.lora.dropout > 0) {
+    // Dropout is its own backward with the same mask.
+    Tensor dxd = b.empty(dx.shape(), dx.dtype(), Category::kActivation,
+                         tag(l, (std::string(lora_tag(t)) + ".lora.x_dropped.grad").c_str()));
+    b.gemm(du, false, lora_a, false, dxd, 1.0f, 0.0f);  // (T, in) = du @ A
+    b.dropout(dxd, options_.lora.dropout, dropout_seed(l, t), dxd);
+    b.add(dx, dxd, dx);
+  } else {
+    b.gemm(du, false, lora_a, false, dx, 1.0f, 1.0f);  // (T, in) += du @ A
+  }
 }
 
 bool Transformer::is_checkpointed(int64_t layer) const {
@@ -340,10 +546,18 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
   const int64_t T = batch.size(), C = config_.hidden_size, L = config_.num_layers;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   HR_CHECK(T > 0, "empty micro-batch");
-  using Pass = GroupResidency::Pass;
   constexpr size_t kEmbed = 0;
-  const size_t head = layouts_.size() - 1;
+  const size_t head = num_base_groups() - 1;
   const bool tied = config_.tie_word_embeddings;
+  const bool frozen = frozen_base();
+  const bool lora = options_.lora.enabled;
+  // The groups each pass reads after position i of its order.
+  auto forward_ahead = [&](size_t i) {
+    return std::span<const size_t>(forward_order_).subspan(i + 1);
+  };
+  auto backward_ahead = [&](size_t i) {
+    return std::span<const size_t>(backward_order_).subspan(i + 1);
+  };
 
   Tensor ids, targets;
   std::vector<BlockSaved> saved;
@@ -361,14 +575,16 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
     Tensor x =
         b.empty({T, C}, dt, is_checkpointed(0) ? Category::kCheckpoint : Category::kActivation,
                 "embed.out");
-    acquire_params(kEmbed, Pass::kForward);
+    acquire_params(kEmbed, forward_ahead(0));
     b.embedding_forward(params_.front().views[0], ids, x);
     release_params(kEmbed);
     for (int64_t l = 0; l < L; ++l) {
       PhaseScope layer(allocator, Phase::kForward, static_cast<int32_t>(l));
       const size_t g = static_cast<size_t>(l + 1);
-      acquire_params(g, Pass::kForward);
+      acquire_params(g, forward_ahead(g));
+      if (lora) acquire_params(adapter_group(l));
       saved.push_back(block_forward(l, x, batch, !is_checkpointed(l)));
+      if (lora) release_params(adapter_group(l));
       release_params(g);
       x = saved.back().y;
       saved.back().y = Tensor();
@@ -378,27 +594,31 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
   {
     PhaseScope scope(allocator, Phase::kLoss);
     // The head's gradients are complete after this phase; a tied table's
-    // only after the embedding's backward.
-    acquire_params(head, Pass::kForward);
-    acquire_grads(head);
-    if (tied) acquire_params(kEmbed, Pass::kAlone), acquire_grads(kEmbed);
+    // only after the embedding's backward. A frozen base has none.
+    acquire_params(head, forward_ahead(head));
+    if (!frozen) acquire_grads(head);
+    if (tied) {
+      acquire_params(kEmbed);
+      if (!frozen) acquire_grads(kEmbed);
+    }
     h_final = b.empty({T, C}, dt, Category::kActivation, "final_norm.out");
     rstd_final = b.empty({T}, DType::kF32, Category::kActivation, "final_norm.rstd");
-    b.rmsnorm_forward(x_final, params_.back().views[0], eps, h_final, rstd_final);
+    b.rmsnorm_forward(x_final, params_[head].views[0], eps, h_final, rstd_final);
     loss_saved =
         linear_cross_entropy_forward(b, h_final, lm_head(), targets, options_.loss, loss_sum);
     Tensor d_h = b.empty({T, C}, dt, Category::kActivation, "final_norm.out.grad");
+    Tensor d_lm_head = lm_head_grad();
     linear_cross_entropy_backward(b, h_final, lm_head(), targets, loss_saved, options_.loss,
-                                  loss_scale, d_h, lm_head_grad());
+                                  loss_scale, d_h, d_lm_head);
     loss_saved = LinearCrossEntropySaved{};
     h_final = Tensor();
     Tensor dx = b.empty({T, C}, dt, Category::kActivation, "final_norm.in.grad");
-    b.rmsnorm_backward(d_h, x_final, params_.back().views[0], rstd_final, dx,
-                       grads_.back().views[0]);
+    Tensor d_final_norm = frozen ? Tensor() : grads_[head].views[0];
+    b.rmsnorm_backward(d_h, x_final, params_[head].views[0], rstd_final, dx, d_final_norm);
     x_final = Tensor(), rstd_final = Tensor();
     d_out_ = dx;
     if (tied) release_params(kEmbed);
-    release_grads(head);
+    if (!frozen) release_grads(head);
     release_params(head);
   }
   {
@@ -410,8 +630,10 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
       BlockSaved s = std::move(saved[static_cast<size_t>(l)]);
       saved.pop_back();
       const size_t g = static_cast<size_t>(l + 1);
-      acquire_params(g, Pass::kBackward);
-      acquire_grads(g);
+      acquire_params(g, backward_ahead(static_cast<size_t>(L - 1 - l)));
+      const size_t trained = lora ? adapter_group(l) : g;
+      if (lora) acquire_params(trained);
+      acquire_grads(trained);
       if (is_checkpointed(l)) {
         // Rebuild this block's activations from its saved input.
         Tensor input = s.x;
@@ -420,12 +642,15 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
         s.y = Tensor();
       }
       d = block_backward(l, s, d, batch);
-      release_grads(g);
+      release_grads(trained);
+      if (lora) release_params(trained);
       release_params(g);
     }
-    if (!tied) acquire_grads(kEmbed);
-    b.embedding_backward(d, ids, grads_.front().views[0]);
-    release_grads(kEmbed);
+    if (!frozen) {
+      if (!tied) acquire_grads(kEmbed);
+      b.embedding_backward(d, ids, grads_.front().views[0]);
+      release_grads(kEmbed);
+    }
   }
   positions_ = Tensor();
 }

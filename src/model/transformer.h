@@ -5,9 +5,16 @@
 // Parameters live in flat groups (param_group.h): "embed" (the token table),
 // "block.<l>" for each layer, and "head" (final norm and, when untied,
 // lm_head). Gradients mirror them in the parameters' dtype.
+//
+// With LoRA (Hu et al. 2021, as PEFT does it) those groups are frozen base
+// weights (no gradients, no optimizer state) and each block gets a trainable
+// group "lora.<l>" holding, per target projection W (out, in), A (r, in) and
+// B (out, r) under PEFT's names; the projection becomes
+//   y = x W^T + (alpha / r) * (dropout(x) A^T) B^T.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -19,6 +26,29 @@
 
 namespace headroom {
 
+// The projections LoRA can adapt, in PEFT's module names and this order.
+enum LoraTarget : int {
+  kLoraQ,
+  kLoraK,
+  kLoraV,
+  kLoraO,
+  kLoraGate,
+  kLoraUp,
+  kLoraDown,
+  kNumLoraTargets
+};
+// "q_proj", "k_proj", ..., "down_proj".
+const char* lora_target_name(LoraTarget target);
+
+struct LoraOptions {
+  bool enabled = false;
+  int64_t rank = 16;
+  float alpha = 32.0f;  // the update is scaled by alpha / rank
+  float dropout = 0.0f;
+  std::vector<LoraTarget> targets = {kLoraQ, kLoraV};
+  uint64_t seed = 0;  // A's init (B starts at zero) and the dropout masks
+};
+
 struct TransformerOptions {
   DType dtype = DType::kF32;  // parameters, activations and their gradients
   int64_t attention_block_size = 64;
@@ -27,6 +57,7 @@ struct TransformerOptions {
   // their input and recompute the rest inside backward ("full" is k = 1).
   int checkpoint_interval = 0;
   LinearCrossEntropyOptions loss;
+  LoraOptions lora;
 };
 
 // Indices of a block group's views, in the order of block_layout().
@@ -60,7 +91,17 @@ class Transformer {
 
   // Seeded init (docs/model.md): every matrix ~ U(-a, a) with a = 0.02*sqrt(3)
   // (std 0.02, as Hugging Face's initializer_range), norm weights 1, biases 0.
+  // Adapters as PEFT's default (init_lora_weights = True): A Kaiming-uniform
+  // (U(-1/sqrt(in), 1/sqrt(in)), seeded by lora.seed), B zero, so the model
+  // starts as exactly the base model.
   void init_random(uint64_t seed);
+  // Only the adapters, as init_random does them (after loading a base).
+  void init_adapters();
+
+  // The randomness of the next forward_backward (LoRA dropout masks) comes
+  // from lora.seed and this stream; the trainer sets it from the step, the
+  // micro-batch and the rank, so a resumed run draws the same masks.
+  void set_random_stream(uint64_t stream) { random_stream_ = stream; }
 
   // Forward, loss and backward of one micro-batch. Gradients are accumulated
   // (call zero_grads() between optimizer steps); loss_sum (1) fp32
@@ -74,15 +115,19 @@ class Transformer {
 
   // Group g's parameters, whole, between the calls (a collective under ZeRO-3:
   // every rank must make it), for reading (save) or overwriting (load, init).
-  void acquire_params(size_t g, GroupResidency::Pass pass = GroupResidency::Pass::kAlone);
+  void acquire_params(size_t g, std::span<const size_t> ahead = {});
   void release_params(size_t g);
   void begin_params_write(size_t g);
   void end_params_write(size_t g);
 
   const ModelConfig& config() const { return config_; }
   const TransformerOptions& options() const { return options_; }
-  // Groups in order: embed, block.0 .. block.L-1, head.
+  // Groups in order: embed, block.0 .. block.L-1, head, then with LoRA
+  // lora.0 .. lora.L-1. The first num_base_groups() are the base model's
+  // (Hugging Face names), the rest the adapters' (PEFT names).
   const std::vector<GroupLayout>& layouts() const { return layouts_; }
+  size_t num_base_groups() const { return static_cast<size_t>(config_.num_layers) + 2; }
+  bool frozen_base() const { return options_.lora.enabled; }
   // Group g's entry is whole (flat defined) while it is acquired; without a
   // residency, always.
   std::vector<FlatGroup>& params() { return params_; }
@@ -91,9 +136,22 @@ class Transformer {
  private:
   struct BlockSaved;
   const Tensor& block_param(int64_t layer, BlockParam p) const;
-  Tensor& block_grad(int64_t layer, BlockParam p);
+  // The gradient of a block parameter, or an undefined tensor when the base
+  // is frozen (the ops then skip it).
+  Tensor block_grad(int64_t layer, BlockParam p);
+  bool has_adapter(LoraTarget t) const { return lora_index_[t] >= 0; }
+  // y += (alpha / r) * (dropout(x) A^T) B^T for block l's adapter t, saving
+  // what its backward needs in `saved`.
+  void adapter_forward(int64_t layer, LoraTarget t, const Tensor& x, Tensor& y, BlockSaved& saved);
+  // dx += the adapter's part of the input gradient; dA, dB accumulated.
+  void adapter_backward(int64_t layer, LoraTarget t, const Tensor& dy, Tensor& dx,
+                        BlockSaved& saved);
+  uint64_t dropout_seed(int64_t layer, LoraTarget t) const;
+  size_t adapter_group(int64_t layer) const {
+    return num_base_groups() + static_cast<size_t>(layer);
+  }
   const Tensor& lm_head() const;
-  Tensor& lm_head_grad();
+  Tensor lm_head_grad();  // undefined when the base is frozen
   BlockSaved block_forward(int64_t layer, const Tensor& x, const Batch& batch, bool keep_all);
   bool is_checkpointed(int64_t layer) const;
   void acquire_grads(size_t g);
@@ -107,13 +165,19 @@ class Transformer {
   std::vector<GroupLayout> layouts_;
   GroupResidency* residency_;     // nullptr: every group allocated whole, once
   std::vector<int> block_index_;  // BlockParam -> view index in the block group, -1 if absent
+  std::vector<int> lora_index_;   // LoraTarget -> view index of A in a lora group (B follows), -1
+  std::vector<size_t> forward_order_;   // groups read by forward, in order (for fetching ahead)
+  std::vector<size_t> backward_order_;  // blocks read by backward, in order
+  uint64_t random_stream_ = 0;
   std::vector<FlatGroup> params_;
   std::vector<FlatGroup> grads_;
   Tensor positions_;  // (T) int32, on the backend for the micro-batch in flight
   Tensor d_out_;      // gradient handed from the loss phase to the backward phase
 };
 
-// The layouts of a model's groups (embed, blocks, head), with HF names.
-std::vector<GroupLayout> transformer_layouts(const ModelConfig& config);
+// The layouts of a model's groups (embed, blocks, head), with HF names; with
+// LoRA those are frozen and the adapter groups follow.
+std::vector<GroupLayout> transformer_layouts(const ModelConfig& config,
+                                             const LoraOptions& lora = {});
 
 }  // namespace headroom

@@ -71,6 +71,7 @@ void Zero::bind(const std::vector<GroupLayout>& layouts, std::vector<FlatGroup>&
   }
   for (size_t g = 0; g < layouts.size(); ++g) {
     const GroupLayout& layout = layouts[g];
+    if (!layout.trainable) continue;
     if (options_.stage <= 1) {
       grads[g] =
           FlatGroup::allocate(backend_, layout, dtype_, Category::kGrad, layout.name + ".grads");
@@ -112,21 +113,14 @@ void Zero::gather(size_t g) {
   (*params_)[g] = std::move(whole);
 }
 
-void Zero::acquire_params(size_t g, Pass pass) {
+void Zero::acquire_params(size_t g, std::span<const size_t> ahead) {
   if (options_.stage < 3) return;
   HR_CHECK(!acquired_[g], (*layouts_)[g].name + ": parameters acquired twice");
   if (!(*params_)[g].flat.defined()) gather(g);
   acquired_[g] = true;
-  // Fetch ahead along the pass: forward runs embed, blocks, head (groups 0
-  // .. G-1); backward runs the blocks down to block.0 (group 1).
-  const int64_t groups = static_cast<int64_t>(layouts_->size());
-  for (int k = 1; k <= options_.prefetch; ++k) {
-    int64_t next = -1;
-    if (pass == Pass::kForward) next = static_cast<int64_t>(g) + k;
-    if (pass == Pass::kBackward) next = static_cast<int64_t>(g) - k;
-    if (pass == Pass::kAlone || next < (pass == Pass::kBackward ? 1 : 0) || next >= groups) break;
-    if (!(*params_)[static_cast<size_t>(next)].flat.defined()) gather(static_cast<size_t>(next));
-  }
+  // Fetched ahead: gathered now, kept until their own use releases them.
+  for (size_t k = 0; k < ahead.size() && k < static_cast<size_t>(options_.prefetch); ++k)
+    if (!(*params_)[ahead[k]].flat.defined()) gather(ahead[k]);
 }
 
 void Zero::release_params(size_t g) {
@@ -154,6 +148,7 @@ void Zero::end_params_write(size_t g) {
 }
 
 void Zero::acquire_grads(size_t g) {
+  HR_CHECK((*layouts_)[g].trainable, (*layouts_)[g].name + ": a frozen group has no gradients");
   if (options_.stage < 2) return;
   HR_CHECK(!(*grads_)[g].flat.defined(), (*layouts_)[g].name + ": gradients acquired twice");
   const GroupLayout& layout = (*layouts_)[g];
@@ -185,6 +180,7 @@ Tensor Zero::param_shard(size_t g) {
 }
 
 Tensor Zero::grad_shard(size_t g) {
+  if (!(*layouts_)[g].trainable) return Tensor();
   if (options_.stage >= 2) return grad_shards_[g];
   const GroupShard& shard = shards_[g];
   return shard.numel() > 0 ? (*grads_)[g].flat.rows(shard.begin, shard.end) : Tensor();
@@ -194,7 +190,8 @@ void Zero::finish_grads() {
   if (options_.stage >= 2 || comm_.world_size() == 1) return;
   PhaseScope scope(backend_.allocator(), Phase::kReduce);
   for (size_t g = 0; g < layouts_->size(); ++g)
-    comm_.all_reduce_sum(backend_, (*grads_)[g].flat, (*layouts_)[g].name + ".grad");
+    if ((*layouts_)[g].trainable)
+      comm_.all_reduce_sum(backend_, (*grads_)[g].flat, (*layouts_)[g].name + ".grad");
 }
 
 double Zero::grad_sum_of_squares() {
@@ -215,12 +212,14 @@ double Zero::grad_sum_of_squares() {
 void Zero::finish_step() {
   if ((options_.stage != 1 && options_.stage != 2) || comm_.world_size() == 1) return;
   PhaseScope scope(backend_.allocator(), Phase::kGather);
+  // A frozen group never changes: nothing to put back together.
   for (size_t g = 0; g < layouts_->size(); ++g)
-    comm_.all_gather_in_place((*params_)[g].flat, counts(g));
+    if ((*layouts_)[g].trainable) comm_.all_gather_in_place((*params_)[g].flat, counts(g));
 }
 
 void Zero::zero_grads() {
   for (size_t g = 0; g < layouts_->size(); ++g) {
+    if (!(*layouts_)[g].trainable) continue;
     Tensor& grad = options_.stage >= 2 ? grad_shards_[g] : (*grads_)[g].flat;
     if (grad.defined()) backend_.fill(grad, 0.0f);
   }

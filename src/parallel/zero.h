@@ -18,6 +18,10 @@
 // optimizer pads its states the same way), because it is real memory in
 // DeepSpeed and FSDP too.
 //
+// A group that is not trainable (a frozen base under LoRA) has parameters
+// only: sharded and gathered as any other at stage 3, but no gradients, no
+// reduction and no optimizer state.
+//
 // Every rank makes the same calls in the same order, so the collectives
 // match; with a simulated communicator (plan) the same allocations happen
 // and nothing moves.
@@ -49,7 +53,7 @@ class Zero final : public GroupResidency {
   // this rank's shards (and padding), all in the current phase (init).
   void bind(const std::vector<GroupLayout>& layouts, std::vector<FlatGroup>& params,
             std::vector<FlatGroup>& grads) override;
-  void acquire_params(size_t g, Pass pass) override;
+  void acquire_params(size_t g, std::span<const size_t> ahead) override;
   void release_params(size_t g) override;
   void begin_params_write(size_t g) override;
   void end_params_write(size_t g) override;
@@ -73,7 +77,8 @@ class Zero final : public GroupResidency {
   // as this object (a view of the whole group at stages 0-2, this rank's own
   // buffer at stage 3); undefined when the shard is all padding.
   Tensor param_shard(size_t g);
-  // The same for the gradients, summed over ranks once finish_grads() ran.
+  // The same for the gradients, summed over ranks once finish_grads() ran;
+  // undefined for a group that is not trainable.
   Tensor grad_shard(size_t g);
 
   // After a step's micro-batches: stages 0-1 all-reduce every group's

@@ -63,6 +63,11 @@ AdamW::AdamW(Backend& backend, const std::vector<GroupLayout>& layouts,
     HR_CHECK(shard.numel() == 0 || params_[g].numel() == shard.numel(),
              layout.name + ": the parameter shard has the shard's size");
     Tensor master, m, v, padding;
+    // A frozen group (the base under LoRA) is never updated: no state.
+    if (!layout.trainable) {
+      master_.emplace_back(), m_.emplace_back(), v_.emplace_back(), padding_.emplace_back();
+      continue;
+    }
     if (shard.numel() > 0) {
       // Only flat buffers: step() takes per-parameter row ranges of them.
       if (!offloaded_ && mixed_) {
@@ -122,7 +127,7 @@ void AdamW::step(const std::vector<Tensor>& grad_shards, float lr, float grad_sc
   for (size_t g = 0; g < layouts_.size(); ++g) {
     const GroupLayout& layout = layouts_[g];
     const GroupShard& shard = shards_[g];
-    if (shard.numel() == 0) continue;
+    if (shard.numel() == 0 || !layout.trainable) continue;
     // Where the update happens: on the parameters' backend, or offloaded on
     // the states' backend over copies of the gradients (and, for bf16, the
     // parameters the master rounds into); an fp32 model updates its master.

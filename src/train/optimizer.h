@@ -29,7 +29,8 @@ class AdamW {
   // or loaded). With `padded`, a shard that runs past its group's end also
   // holds that padding, as one "<group>.zero_padding" allocation: ZeRO pads
   // every group to a multiple of the world size, and the padding is real
-  // memory on the last ranks.
+  // memory on the last ranks. A group that is not trainable gets nothing and
+  // is never updated.
   //
   // With `offload` (ZeRO-Offload, zero.offload_optimizer; it must outlive
   // this object) the master, m, v and padding live on that backend (the

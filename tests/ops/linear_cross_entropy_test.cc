@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -160,7 +161,7 @@ Result run(Backend& be, Operands& o, const LinearCrossEntropyOptions& options, i
   if (be.kind() == kMeta) return r;
   r.loss_sum = download(o.loss_sum)[0];
   r.d_hidden = download(o.d_hidden);
-  r.d_weight = download(o.d_weight);
+  if (o.d_weight.defined()) r.d_weight = download(o.d_weight);  // undefined: frozen lm_head
   return r;
 }
 
@@ -239,6 +240,28 @@ TEST(LinearCrossEntropy, SaveAndRecomputeGiveTheSameBits) {
   }
 }
 
+// A frozen lm_head (LoRA) is an undefined d_weight: only the weight
+// gradient's gemm goes, so the loss and d_hidden keep every bit.
+TEST(LinearCrossEntropy, FrozenLmHeadGivesTheSameDHidden) {
+  for (const Config& config : kConfigs) {
+    for (bool save : {false, true}) {
+      for (int64_t chunk_size : kChunkSizes) {
+        SCOPED_TRACE(name(config) + (save ? ", save" : ", recompute") + ", chunk_size " +
+                     std::to_string(chunk_size));
+        Rig cpu(kCpu, AllocatorPolicy::kCaching);
+        Operands training = make_operands(*cpu.backend, config, 5);
+        Operands frozen = make_operands(*cpu.backend, config, 5);
+        frozen.d_weight = Tensor();
+        Result a = run(*cpu.backend, training, {chunk_size, save, config.logits}, 9);
+        Result b = run(*cpu.backend, frozen, {chunk_size, save, config.logits}, 9);
+        EXPECT_EQ(a.loss_sum, b.loss_sum);
+        EXPECT_EQ(a.d_hidden, b.d_hidden);
+        EXPECT_TRUE(b.d_weight.empty());
+      }
+    }
+  }
+}
+
 // ---- memory: the point of the two modes (seed 001) ----
 
 uint64_t bytes_of(int64_t rows, DType dtype) {
@@ -273,9 +296,11 @@ struct Peaks {
   std::vector<EventRecord> forward_events, backward_events;
 };
 
-Peaks measure(BackendKind kind, AllocatorPolicy policy, const Config& config, bool save) {
+Peaks measure(BackendKind kind, AllocatorPolicy policy, const Config& config, bool save,
+              bool frozen_lm_head = false) {
   Rig s(kind, policy);
   Operands o = make_operands(*s.backend, config, 3);
+  if (frozen_lm_head) o.d_weight = Tensor();
   LinearCrossEntropyOptions options{kChunk, save, config.logits};
   Peaks p;
   s.allocator.reset_peaks();
@@ -379,6 +404,58 @@ TEST(LinearCrossEntropyMemory, Fp32UpcastAddsABf16DlogitsChunkInBackward) {
   }
 }
 
+// The allocations and frees of backward, every category, in order.
+std::vector<EventRecord> block_events(BackendKind kind, const Config& config, bool save,
+                                      int64_t chunk_size, bool frozen_lm_head) {
+  Rig s(kind, AllocatorPolicy::kExact);
+  Operands o = make_operands(*s.backend, config, 3);
+  if (frozen_lm_head) o.d_weight = Tensor();
+  LinearCrossEntropyOptions options{chunk_size, save, config.logits};
+  LinearCrossEntropySaved saved =
+      linear_cross_entropy_forward(*s.backend, o.hidden, o.weight, o.targets, options, o.loss_sum);
+  EventRecorder recorder(s.allocator);
+  linear_cross_entropy_backward(*s.backend, o.hidden, o.weight, o.targets, saved, options, 1.0f / 9,
+                                o.d_hidden, o.d_weight);
+  std::vector<EventRecord> out;
+  for (const EventRecord& e : recorder.events())
+    if (std::get<0>(e) == MemoryAction::kAlloc || std::get<0>(e) == MemoryAction::kFree)
+      out.push_back(e);
+  return out;
+}
+
+// A frozen lm_head keeps every logits buffer (d_hidden needs the dlogits,
+// upcast copy included) and drops only what the weight gemm held: its
+// backward's events are the full backward's with some workspace ones left
+// out, nothing added.
+TEST(LinearCrossEntropyMemory, FrozenLmHeadDropsOnlyTheWeightGemmsWorkspace) {
+  for (const Config& config : kConfigs) {
+    for (bool save : {false, true}) {
+      for (int64_t chunk_size : {int64_t{0}, int64_t{1}, kChunk}) {
+        SCOPED_TRACE(name(config) + (save ? ", save" : ", recompute") + ", chunk_size " +
+                     std::to_string(chunk_size));
+        Peaks full = measure(kCpu, AllocatorPolicy::kExact, config, save);
+        Peaks frozen = measure(kCpu, AllocatorPolicy::kExact, config, save, true);
+        EXPECT_EQ(frozen.backward_events, full.backward_events);  // category logits
+        EXPECT_EQ(frozen.backward_peak, full.backward_peak);
+        EXPECT_EQ(frozen.live_after_backward, 0u);
+
+        std::vector<EventRecord> all = block_events(kCpu, config, save, chunk_size, false);
+        std::vector<EventRecord> some = block_events(kCpu, config, save, chunk_size, true);
+        size_t next = 0;  // `some` must be a subsequence of `all`
+        for (const EventRecord& e : all) {
+          if (next < some.size() && some[next] == e) {
+            ++next;
+            continue;
+          }
+          EXPECT_EQ(std::get<2>(e), Category::kWorkspace) << "left out: " << to_string(e);
+        }
+        EXPECT_EQ(next, some.size()) << "the frozen backward made an event the full one did not: "
+                                     << (next < some.size() ? to_string(some[next]) : "");
+      }
+    }
+  }
+}
+
 // bf16 logits halve every figure, and the caching policy rounds each block
 // (512 B here): the peaks are the rounded blocks, as in PyTorch.
 TEST(LinearCrossEntropyMemory, CachingPolicyAndBf16Logits) {
@@ -463,6 +540,33 @@ TEST(MetaParity, LinearCrossEntropy) {
   }
 }
 
+TEST(MetaParity, LinearCrossEntropyFrozenLmHead) {
+  for (const Config& config : kConfigs) {
+    for (bool save : {false, true}) {
+      for (int64_t chunk_size : {int64_t{0}, int64_t{1}, kChunk}) {
+        SCOPED_TRACE(name(config) + (save ? ", save" : ", recompute") + ", chunk_size " +
+                     std::to_string(chunk_size));
+        auto scenario = [&](BackendKind kind) {
+          Rig s(kind, AllocatorPolicy::kCaching);
+          EventRecorder recorder(s.allocator);
+          Operands o = make_operands(*s.backend, config, 3);
+          o.d_weight = Tensor();
+          run(*s.backend, o, {chunk_size, save, config.logits}, 9);
+          return std::make_pair(recorder.events(), s.allocator.stats().peak_by_category);
+        };
+        auto [cpu, cpu_peaks] = scenario(kCpu);
+        auto [meta, meta_peaks] = scenario(kMeta);
+        ASSERT_FALSE(logits_events(cpu).empty());
+        ASSERT_EQ(cpu.size(), meta.size());
+        for (size_t i = 0; i < cpu.size(); ++i)
+          ASSERT_EQ(cpu[i], meta[i])
+              << "event " << i << ": cpu " << to_string(cpu[i]) << ", meta " << to_string(meta[i]);
+        EXPECT_EQ(cpu_peaks, meta_peaks);
+      }
+    }
+  }
+}
+
 // Bad calls say what is wrong, the same on cpu and meta, before allocating.
 TEST(MetaParity, LinearCrossEntropyRejectsTheSameCalls) {
   struct BadCall {
@@ -510,6 +614,26 @@ TEST(MetaParity, LinearCrossEntropyRejectsTheSameCalls) {
        },
        "linear_cross_entropy_backward: d_weight 'lm_head.weight.grad' bf16 [37, 24] must be fp32 "
        "or the dtype of weight 'lm_head.weight' fp32 [37, 24]"},
+      {[](Backend& be, Operands& o) {
+         // Only d_weight may be left out (a frozen lm_head): d_hidden feeds
+         // the rest of backward.
+         Tensor d_hidden, d_weight;
+         LinearCrossEntropySaved saved = linear_cross_entropy_forward(
+             be, o.hidden, o.weight, o.targets, {4, false, DType::kF32}, o.loss_sum);
+         linear_cross_entropy_backward(be, o.hidden, o.weight, o.targets, saved,
+                                       {4, false, DType::kF32}, 1.0f, d_hidden, d_weight);
+       },
+       "linear_cross_entropy_backward: d_hidden is an undefined tensor"},
+      {[](Backend& be, Operands& o) {
+         Tensor d_weight;
+         LinearCrossEntropySaved saved = linear_cross_entropy_forward(
+             be, o.hidden, o.weight, o.targets, {4, false, DType::kF32}, o.loss_sum);
+         linear_cross_entropy_backward(
+             be, o.hidden, o.weight, o.targets, saved, {4, false, DType::kF32},
+             std::numeric_limits<float>::infinity(), o.d_hidden, d_weight);
+       },
+       "linear_cross_entropy_backward: scale inf is not finite (for 'final_norm.d_out' fp32 "
+       "[13, 24])"},
   };
   for (size_t i = 0; i < bad_calls.size(); ++i) {
     std::string messages[2];

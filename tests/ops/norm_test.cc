@@ -170,6 +170,35 @@ TEST(CpuRmsNorm, SameBitsForAnyThreadCount) {
   }
 }
 
+// A frozen norm weight (LoRA) is an undefined dw: dx is the same loop's, so
+// the same bits, and nothing is allocated either way.
+TEST(CpuRmsNorm, FrozenWeightGivesTheSameDx) {
+  for (const Case& c : cases()) {
+    BackendUnderTest cpu(kCpu);
+    Backend& be = *cpu.backend;
+    const int64_t rows = c.rows, width = c.width;
+    Tensor x = make(be, {rows, width}, c.dtype, random_values(rows * width, 11), "x");
+    Tensor w = make(be, {width}, c.dtype, random_values(width, 12), "w");
+    Tensor dy = make(be, {rows, width}, c.dtype, random_values(rows * width, 13), "dy");
+    Tensor y = be.empty({rows, width}, c.dtype, Category::kActivation, "y");
+    Tensor rstd = be.empty({rows}, DType::kF32, Category::kActivation, "rstd");
+    Tensor dx = be.empty({rows, width}, c.dtype, Category::kActivation, "dx");
+    Tensor dx_frozen = be.empty({rows, width}, c.dtype, Category::kActivation, "dx.frozen");
+    Tensor dw = make(be, {width}, c.dtype, random_values(width, 14), "dw");
+    Tensor frozen;  // undefined
+    be.rmsnorm_forward(x, w, c.eps, y, rstd);
+    EventRecorder recorder(cpu.allocator);
+    be.rmsnorm_backward(dy, x, w, rstd, dx, dw);
+    be.rmsnorm_backward(dy, x, w, rstd, dx_frozen, frozen);
+    EXPECT_TRUE(recorder.events().empty()) << c.name();
+    EXPECT_FALSE(frozen.defined());
+    const auto* a = static_cast<const uint8_t*>(dx.raw());
+    const auto* b = static_cast<const uint8_t*>(dx_frozen.raw());
+    EXPECT_EQ(std::vector<uint8_t>(a, a + dx.nbytes()), std::vector<uint8_t>(b, b + dx.nbytes()))
+        << c.name();
+  }
+}
+
 // ---- meta = cpu ----
 
 TEST(MetaParity, RmsNorm) {
@@ -184,6 +213,21 @@ TEST(MetaParity, RmsNorm) {
       Tensor dw = be.empty({130}, dtype, Category::kGrad, "block.0.attn_norm.grad");
       be.fill(dw, 0.0f);
       be.rmsnorm_backward(y, x, w, rstd, dx, dw);
+    }
+  });
+}
+
+TEST(MetaParity, RmsNormFrozenWeight) {
+  expect_same_events([](Backend& be) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      Tensor x = input(be, {300, 130}, dtype, "block.0.x", 1);
+      Tensor w = input(be, {130}, dtype, "block.0.attn_norm", 2);
+      Tensor y = be.empty({300, 130}, dtype, Category::kActivation, "block.0.attn_norm.out");
+      Tensor rstd = be.empty({300}, DType::kF32, Category::kActivation, "block.0.attn_norm.rstd");
+      be.rmsnorm_forward(x, w, 1e-6f, y, rstd);
+      Tensor dx = be.empty({300, 130}, dtype, Category::kActivation, "block.0.x.grad");
+      Tensor frozen;
+      be.rmsnorm_backward(y, x, w, rstd, dx, frozen);
     }
   });
 }
@@ -237,6 +281,25 @@ TEST(MetaParity, RmsNormRejectedCallsSayTheSameAndAllocateNothing) {
     Tensor dw = be.empty({8}, DType::kF32, Category::kGrad, "w.grad");
     be.rmsnorm_backward(dy, x, w, rstd, dy, dw);  // dx = dy: dw still reads dy
   });
+  // Only dw may be left out: dx is what the layer below needs.
+  EXPECT_EQ(rejected_alike([](Backend& be) {
+              Tensor x = be.empty({4, 8}, DType::kF32, Category::kActivation, "x");
+              Tensor w = be.empty({8}, DType::kF32, Category::kParam, "w");
+              Tensor rstd = be.empty({4}, DType::kF32, Category::kActivation, "rstd");
+              Tensor dx, dw;
+              be.rmsnorm_backward(x, x, w, rstd, dx, dw);
+            }),
+            "rmsnorm_backward: dx is an undefined tensor");
+  // A frozen weight still needs dx disjoint from the inputs.
+  EXPECT_EQ(rejected_alike([](Backend& be) {
+              Tensor x = be.empty({4, 8}, DType::kF32, Category::kActivation, "x");
+              Tensor dy = be.empty({4, 8}, DType::kF32, Category::kActivation, "dy");
+              Tensor w = be.empty({8}, DType::kF32, Category::kParam, "w");
+              Tensor rstd = be.empty({4}, DType::kF32, Category::kActivation, "rstd");
+              Tensor frozen;
+              be.rmsnorm_backward(dy, x, w, rstd, x, frozen);
+            }),
+            "rmsnorm_backward: dx 'x' fp32 [4, 8] overlaps x 'x' fp32 [4, 8]");
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ class CpuBackend final : public Backend {
   void copy(const Tensor& src, Tensor& dst) override;
   Tensor cast(const Tensor& x, DType dtype, Category category, std::string_view tag) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void dropout(const Tensor& x, float p, uint64_t seed, Tensor& out) override;
   void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
             float alpha, float beta) override;
 

@@ -4,6 +4,8 @@
 // rmsnorm_backward, with r = rstd[n] and g = dy * w:
 //   dx[n, i] = r * g[i] - x[n, i] * r^3 / C * sum_j g[j] x[n, j]   (written)
 //   dw[i]   += sum_n dy[n, i] * x[n, i] * r                        (accumulated)
+// dw may be undefined (a frozen norm weight, as in LoRA): then only dx is
+// computed, by the same loop, so dx has the same bits either way.
 //
 // Numerics: sums over a row or over rows accumulate in double in a fixed
 // order; everything elementwise is fp32; bf16 values are widened on load and
@@ -90,6 +92,7 @@ void backward(const T* dy, const T* x, const T* w, const float* rstd, T* dx, T* 
       store(dxr + i, rf * (widen(dyr[i]) * widen(w[i])) - coefficient * widen(xr[i]));
   }
 
+  if (dw == nullptr) return;  // frozen weight
   int64_t blocks = (width + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t b = 0; b < blocks; ++b) {
@@ -127,10 +130,10 @@ void CpuBackend::rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tenso
   int64_t rows = x.size(0), width = x.size(1);
   if (x.dtype() == DType::kF32)
     backward(dy.data<float>(), x.data<float>(), w.data<float>(), rstd.data<float>(),
-             dx.data<float>(), dw.data<float>(), rows, width);
+             dx.data<float>(), dw.defined() ? dw.data<float>() : nullptr, rows, width);
   else
     backward(dy.data<bf16>(), x.data<bf16>(), w.data<bf16>(), rstd.data<float>(), dx.data<bf16>(),
-             dw.data<bf16>(), rows, width);
+             dw.defined() ? dw.data<bf16>() : nullptr, rows, width);
 }
 
 }  // namespace headroom

@@ -1,5 +1,5 @@
 // rmsnorm on meta: cpu/rmsnorm.cc's checks; allocates nothing, as cpu does
-// (y and rstd are the caller's).
+// (y and rstd are the caller's; dw, when not frozen, too).
 #include "backend/meta/meta_backend.h"
 #include "backend/model_op_checks.h"
 

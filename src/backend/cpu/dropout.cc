@@ -1,0 +1,52 @@
+// dropout: out[i] = keep(seed, i) ? x[i] * s : 0, s = 1 / (1 - p) in fp32,
+// keep = dropout_keeps (backend/dropout_mask.h), i the flat index within x.
+// x, out one shape and dtype (fp32 or bf16: fp32 math, one rounding per
+// element); out may be x exactly (element i is read before it is written, by
+// the same iteration). 0 <= p < 1.
+//
+// A dropped element is written as +0 by a select, not as x * 0: an inf or NaN
+// there does not survive, as it would not in backward (its gradient is 0).
+// The op is linear with a 0-or-s diagonal, so it is its own backward: dropout
+// of dy with the same (seed, p) is dx, bit for bit.
+// Allocates: nothing.
+#include "backend/cpu/cpu_backend.h"
+#include "backend/dropout_mask.h"
+#include "backend/model_op_checks.h"
+
+namespace headroom {
+
+namespace {
+
+inline float widen(float v) {
+  return v;
+}
+inline float widen(bf16 v) {
+  return to_float(v);
+}
+inline void store(float* p, float v) {
+  *p = v;
+}
+inline void store(bf16* p, float v) {
+  *p = to_bf16(v);
+}
+
+template <typename T>
+void apply(const T* x, float p, uint64_t seed, T* out, int64_t n) {
+  float scale = dropout_scale(p);
+#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
+  for (int64_t i = 0; i < n; ++i)
+    store(out + i, dropout_keeps(seed, i, p) ? widen(x[i]) * scale : 0.0f);
+}
+
+}  // namespace
+
+void CpuBackend::dropout(const Tensor& x, float p, uint64_t seed, Tensor& out) {
+  check_dropout(kind(), x, p, out);
+  int64_t n = x.numel();
+  if (x.dtype() == DType::kF32)
+    apply(x.data<float>(), p, seed, out.data<float>(), n);
+  else
+    apply(x.data<bf16>(), p, seed, out.data<bf16>(), n);
+}
+
+}  // namespace headroom

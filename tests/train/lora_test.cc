@@ -1,0 +1,238 @@
+// LoRA on the decoder: an adapted model starts as exactly its base, the
+// adapters' gradients match finite differences (dropout included), the
+// frozen base has no gradient or optimizer byte, and meta makes exactly the
+// cpu's allocations, the adapters' saved activations under their own tags.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "model/transformer.h"
+#include "train/optimizer.h"
+
+namespace headroom {
+namespace {
+
+ModelConfig tiny(bool tied) {
+  ModelConfig c;
+  c.name = "test";
+  c.architecture = "Qwen3ForCausalLM";
+  c.vocab_size = 23;
+  c.hidden_size = 12;
+  c.intermediate_size = 20;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 6;
+  c.qk_norm = true;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+Batch make_batch(int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Batch b;
+  for (int64_t len : {9, 14, 1}) {
+    std::vector<int32_t> doc(static_cast<size_t>(len));
+    for (auto& t : doc)
+      t = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
+    append_document(b, doc.data(), len);
+  }
+  return b;
+}
+
+const std::vector<LoraTarget> kAllTargets = {kLoraQ,    kLoraK,  kLoraV,   kLoraO,
+                                             kLoraGate, kLoraUp, kLoraDown};
+
+TransformerOptions lora_options(std::vector<LoraTarget> targets, float dropout) {
+  TransformerOptions o;
+  o.attention_block_size = 4;
+  o.loss.chunk_size = 5;
+  o.lora.enabled = true;
+  o.lora.rank = 3;
+  o.lora.alpha = 6.0f;
+  o.lora.dropout = dropout;
+  o.lora.targets = std::move(targets);
+  o.lora.seed = 17;
+  return o;
+}
+
+struct CpuRun {
+  Allocator allocator{make_host_source(), AllocatorOptions{AllocatorPolicy::kExact, 0}};
+  std::unique_ptr<Backend> backend = make_cpu_backend(allocator);
+};
+
+double loss_of(Transformer& model, Backend& backend, const Batch& batch) {
+  Tensor loss_sum = backend.empty({1}, DType::kF32, Category::kWorkspace, "loss");
+  backend.fill(loss_sum, 0.0f);
+  model.forward_backward(batch, 1.0f / static_cast<float>(batch.counted), loss_sum);
+  model.zero_grads();
+  float host = 0;
+  backend.copy_to_host(loss_sum, &host);
+  return host / static_cast<double>(batch.counted);
+}
+
+// B starts at zero, so at step 0 every adapter adds exactly nothing.
+TEST(Lora, AnAdaptedModelStartsAsExactlyItsBase) {
+  for (bool tied : {false, true}) {
+    for (float dropout : {0.0f, 0.25f}) {
+      CpuRun a, b;
+      TransformerOptions plain;
+      plain.attention_block_size = 4;
+      plain.loss.chunk_size = 5;
+      Transformer base(*a.backend, tiny(tied), plain);
+      Transformer adapted(*b.backend, tiny(tied), lora_options(kAllTargets, dropout));
+      base.init_random(7);
+      adapted.init_random(7);
+      const Batch batch = make_batch(23, 3);
+      EXPECT_EQ(loss_of(adapted, *b.backend, batch), loss_of(base, *a.backend, batch))
+          << "tied " << tied << " dropout " << dropout;
+    }
+  }
+}
+
+class LoraGradients
+    : public ::testing::TestWithParam<std::tuple<bool, float, int, std::vector<LoraTarget>>> {};
+
+// Only the adapters are trained: their gradients against central differences
+// of the loss, with nonzero B (as after some steps) and weights larger than
+// the init so every path carries signal. The dropout masks depend only on
+// the seed, the layer and the stream, so the loss is a fixed function.
+TEST_P(LoraGradients, MatchFiniteDifferences) {
+  auto [tied, dropout, interval, targets] = GetParam();
+  CpuRun run;
+  TransformerOptions options = lora_options(targets, dropout);
+  options.checkpoint_interval = interval;
+  Transformer model(*run.backend, tiny(tied), options);
+  model.init_random(7);
+  model.set_random_stream(5);
+  std::mt19937_64 init(3);
+  std::uniform_real_distribution<float> uniform(-0.5f, 0.5f);
+  for (size_t g = 0; g < model.params().size(); ++g) {
+    Tensor& flat = model.params()[g].flat;
+    for (int64_t i = 0; i < flat.numel(); ++i)
+      flat.data<float>()[i] =
+          g < model.num_base_groups() ? flat.data<float>()[i] * 3.0f : uniform(init);
+  }
+  const Batch batch = make_batch(23, 3);
+  for (size_t g = 0; g < model.num_base_groups(); ++g)
+    EXPECT_FALSE(model.grads()[g].flat.defined()) << "the frozen base has no gradient buffer";
+
+  Tensor loss_sum = run.backend->empty({1}, DType::kF32, Category::kWorkspace, "loss");
+  run.backend->fill(loss_sum, 0.0f);
+  model.forward_backward(batch, 1.0f / static_cast<float>(batch.counted), loss_sum);
+  std::vector<std::vector<float>> analytic(model.params().size());
+  for (size_t g = model.num_base_groups(); g < model.params().size(); ++g) {
+    const Tensor& flat = model.grads()[g].flat;
+    analytic[g].assign(flat.data<float>(), flat.data<float>() + flat.numel());
+  }
+  model.zero_grads();
+
+  std::mt19937_64 rng(11);
+  for (size_t g = model.num_base_groups(); g < model.params().size(); ++g) {
+    FlatGroup& group = model.params()[g];
+    for (int trial = 0; trial < 16; ++trial) {
+      const int64_t i = static_cast<int64_t>(rng() % static_cast<uint64_t>(group.flat.numel()));
+      float* p = group.flat.data<float>() + i;
+      const float saved = *p, h = 1e-3f;
+      *p = saved + h;
+      const double up = loss_of(model, *run.backend, batch);
+      *p = saved - h;
+      const double down = loss_of(model, *run.backend, batch);
+      *p = saved;
+      const double numeric = (up - down) / (2.0 * h);
+      EXPECT_NEAR(analytic[g][static_cast<size_t>(i)], numeric, 2e-3 + 0.03 * std::abs(numeric))
+          << model.layouts()[g].name << " element " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, LoraGradients,
+    ::testing::Values(std::make_tuple(false, 0.0f, 0, kAllTargets),
+                      std::make_tuple(true, 0.0f, 1, std::vector<LoraTarget>{kLoraQ, kLoraV}),
+                      std::make_tuple(false, 0.3f, 0, kAllTargets),
+                      std::make_tuple(true, 0.3f, 1, kAllTargets),
+                      std::make_tuple(false, 0.0f, 1, std::vector<LoraTarget>{kLoraO, kLoraDown})));
+
+// Gradients and optimizer states exist for the adapters alone: in bf16, 2
+// bytes of gradient and 12 of optimizer state (master, m, v) per adapter
+// parameter, and the base's parameters stay as they were.
+TEST(Lora, OnlyAdapterBytesAreGradientsAndOptimizerStates) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    Allocator allocator(make_virtual_source(), AllocatorOptions{AllocatorPolicy::kExact, 0});
+    std::unique_ptr<Backend> backend = make_meta_backend(allocator);
+    TransformerOptions options = lora_options(kAllTargets, 0.1f);
+    options.dtype = dtype;
+    Transformer model(*backend, tiny(false), options);
+    model.init_random(1);
+    AdamW optimizer(*backend, model.layouts(), model.params(), AdamWConfig{});
+    int64_t base = 0, adapters = 0;
+    for (const GroupLayout& layout : model.layouts())
+      (layout.trainable ? adapters : base) += layout.numel;
+    const int64_t r = 3, C = 12, F = 20, HD = 24, KVD = 12;
+    EXPECT_EQ(adapters, 2 * (r * (C + HD) + 2 * r * (C + KVD) + r * (HD + C) + 2 * r * (C + F) +
+                             r * (F + C)))
+        << "A (r, in) and B (out, r) for all seven projections of both blocks";
+    const uint64_t width = size_of(dtype);
+    const auto& live = allocator.stats().live_by_category;
+    EXPECT_EQ(live[static_cast<int>(Category::kParam)],
+              static_cast<uint64_t>(base + adapters) * width);
+    EXPECT_EQ(live[static_cast<int>(Category::kGrad)], static_cast<uint64_t>(adapters) * width);
+    EXPECT_EQ(live[static_cast<int>(Category::kOptim)],
+              static_cast<uint64_t>(adapters) * (dtype == DType::kBF16 ? 12 : 8));
+  }
+}
+
+struct Recorder : MemoryObserver {
+  std::vector<MemoryEvent> events;
+  void on_memory_event(const MemoryEvent& e) override { events.push_back(e); }
+};
+
+TEST(Lora, MetaMakesExactlyTheCpuAllocationsWithAdaptersUnderTheirOwnTags) {
+  for (int interval : {0, 1}) {
+    std::vector<MemoryEvent> seen[2];
+    std::vector<std::string> tags[2];
+    for (int m = 0; m < 2; ++m) {
+      Allocator allocator(m ? make_virtual_source() : make_host_source(), AllocatorOptions{});
+      Recorder rec;
+      allocator.add_observer(&rec);
+      {
+        std::unique_ptr<Backend> backend =
+            m ? make_meta_backend(allocator) : make_cpu_backend(allocator);
+        TransformerOptions o = lora_options(kAllTargets, 0.2f);
+        o.dtype = DType::kBF16;
+        o.checkpoint_interval = interval;
+        Transformer model(*backend, tiny(true), o);
+        model.init_random(1);
+        Tensor loss_sum = backend->empty({1}, DType::kF32, Category::kWorkspace, "loss");
+        backend->fill(loss_sum, 0.0f);
+        model.forward_backward(make_batch(23, 4), 0.1f, loss_sum);
+      }
+      allocator.remove_observer(&rec);
+      seen[m] = rec.events;
+      tags[m] = allocator.tags();
+    }
+    ASSERT_EQ(seen[0].size(), seen[1].size());
+    for (size_t i = 0; i < seen[0].size(); ++i) {
+      ASSERT_EQ(seen[0][i].action, seen[1][i].action) << i;
+      ASSERT_EQ(seen[0][i].bytes, seen[1][i].bytes) << i;
+      ASSERT_EQ(tags[0][seen[0][i].tag_id], tags[1][seen[1][i].tag_id]) << i;
+    }
+    int xa = 0, dropped = 0;
+    for (const MemoryEvent& e : seen[0]) {
+      if (e.action != MemoryAction::kAlloc) continue;
+      const std::string& tag = tags[0][e.tag_id];
+      xa += tag == "block.1.attn.q.lora.xa";
+      dropped += tag == "block.1.mlp.down.lora.x_dropped";
+      EXPECT_FALSE(e.category == Category::kGrad && tag.rfind("lora.", 0) != 0)
+          << tag << ": only adapters have gradients";
+    }
+    EXPECT_EQ(xa, interval ? 2 : 1) << "x A^T, saved for dB (again when recomputed)";
+    EXPECT_EQ(dropped, interval ? 2 : 1) << "the dropped-out input, saved for dA";
+  }
+}
+
+}  // namespace
+}  // namespace headroom
