@@ -12,5 +12,6 @@ int train_command(const std::vector<std::string>& args);
 int plan_command(const std::vector<std::string>& args);
 int report_command(const std::vector<std::string>& args);
 int data_command(const std::vector<std::string>& args);
+int export_command(const std::vector<std::string>& args);
 
 }  // namespace headroom

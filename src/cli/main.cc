@@ -22,6 +22,8 @@ commands:
   report <trace.h5 | run folder>
                      summarize a trace: attributes, steps, peak bytes by category
   data <tool> ...    dataset tools
+  export [exp.toml] --adapter DIR --merge --out DIR
+                     fold a LoRA run's adapters into its base: a Hugging Face folder
 
 `headroom <command> --help` describes each command's options.
 
@@ -52,6 +54,7 @@ int main(int argc, char** argv) {
     if (command == "plan") return headroom::plan_command(args);
     if (command == "report") return headroom::report_command(args);
     if (command == "data") return headroom::data_command(args);
+    if (command == "export") return headroom::export_command(args);
     std::fprintf(stderr, "headroom: unknown command \"%s\"\n\n%s", command.c_str(), kUsage);
     return static_cast<int>(headroom::ExitCode::kUsage);
   } catch (const headroom::OutOfMemory& oom) {

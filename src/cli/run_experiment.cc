@@ -67,9 +67,31 @@ void refuse_unbuilt_features(const ExperimentConfig& c) {
       c.attention.mask == AttentionSection::Mask::kDflashBlock)
     refuse("attention.mask = \"" + std::string(name_of(c.attention.mask)) + "\"",
            "use \"causal\" (causal within each packed document) or \"sliding_window\"");
-  if (c.lora.enabled) refuse("lora.enabled = true", "LoRA arrives with the LoRA issue");
   if (c.checkpoint.format == CheckpointSection::Format::kSharded)
     refuse("checkpoint.format = \"sharded\"", "use \"consolidated\"");
+}
+
+LoraOptions lora_options_of(const ExperimentConfig& config) {
+  LoraOptions lora;
+  lora.enabled = config.lora.enabled;
+  lora.rank = config.lora.rank;
+  lora.alpha = static_cast<float>(config.lora.alpha);
+  lora.dropout = static_cast<float>(config.lora.dropout);
+  lora.targets.clear();
+  for (const std::string& name : config.lora.targets)
+    for (int t = 0; t < kNumLoraTargets; ++t)
+      if (name == lora_target_name(static_cast<LoraTarget>(t)))
+        lora.targets.push_back(static_cast<LoraTarget>(t));
+  lora.seed = static_cast<uint64_t>(config.lora.seed);
+  lora.gaussian_init = config.lora.init == LoraSection::Init::kGaussian;
+  return lora;
+}
+
+// adapter_config.json's base_model_name_or_path: the weights the adapters
+// were trained on, or the preset when the base was initialized from model.seed.
+std::string base_model_name(const ExperimentConfig& config) {
+  if (!config.model.weights.empty()) return fs::absolute(config.model.weights).string();
+  return config.model.hf_config.empty() ? config.model.preset : config.model.hf_config;
 }
 
 BackendKind backend_for(const ExperimentConfig& config, RunMode mode) {
@@ -174,7 +196,12 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
   TrainState resume_state;
   if (resuming) {
     resume_state = read_train_state(resume_dir);
-    check_weights(model_config, resume_dir + "/model.safetensors");
+    // A LoRA checkpoint holds the adapters; the frozen base comes from
+    // model.weights (or model.seed) as in the first run.
+    if (config.lora.enabled)
+      check_adapter(model_config, lora_options_of(config), resume_dir);
+    else
+      check_weights(model_config, resume_dir + "/model.safetensors");
     if (resume_state.step >= config.run.steps)
       throw UsageError("checkpoint.resume_from = \"" + resume_dir +
                        "\": the checkpoint is at step " + std::to_string(resume_state.step) +
@@ -274,6 +301,7 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
   model_options.loss.save_softmax = config.loss.mode == LossSection::Mode::kSave;
   model_options.loss.logits_dtype =
       config.loss.logits_dtype == Precision::kBf16 ? DType::kBF16 : DType::kF32;
+  model_options.lora = lora_options_of(config);
 
   Batcher batcher(dataset, batch_options_of(config, dataset, world_size, rank));
 
@@ -329,10 +357,11 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
     {
       PhaseScope scope(allocator, Phase::kInit);
       model.init_random(static_cast<uint64_t>(config.model.seed));
-      if (resuming)
+      if (resuming && !config.lora.enabled)
         load_weights(*backend, model, resume_dir + "/model.safetensors");
       else if (!config.model.weights.empty())
         load_weights(*backend, model, config.model.weights);
+      if (resuming && config.lora.enabled) load_adapter(*backend, model, resume_dir);
     }
     std::vector<GroupShard> shards;
     std::vector<Tensor> param_shards;
@@ -359,7 +388,11 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
     // shard, then the trainer state that marks the folder complete.
     auto save = [&](int64_t steps_done) {
       const std::string dir = (checkpoint_dir / ("step-" + std::to_string(steps_done))).string();
-      save_checkpoint(*backend, model, dir, lead ? SaveRole::kWrite : SaveRole::kGatherOnly);
+      const SaveRole role = lead ? SaveRole::kWrite : SaveRole::kGatherOnly;
+      if (config.lora.enabled)
+        save_adapter(*backend, model, dir, base_model_name(config), role);
+      else
+        save_checkpoint(*backend, model, dir, role);
       comm.barrier();
       if (lead || sharded) save_optimizer_state(optimizer, dir, rank, optimizer_shards);
       comm.barrier();
@@ -503,6 +536,47 @@ int plan_ranks(const RunOptions& options) {
 }
 
 }  // namespace
+
+int export_merged(const RunOptions& options, const std::string& adapter, const std::string& out) {
+  const ExperimentConfig config = load(options);
+  if (!config.lora.enabled)
+    throw UsageError(
+        "lora.enabled = false: export --merge folds LoRA adapters into their base; set the "
+        "[lora] the adapters were trained with (their shapes come from it)");
+  const ModelConfig model_config = config.model.hf_config.empty()
+                                       ? model_preset(config.model.preset)
+                                       : load_hf_config(config.model.hf_config);
+  const LoraOptions lora = lora_options_of(config);
+  // Every input is checked before anything is written.
+  check_adapter(model_config, lora, adapter);
+  if (!config.model.weights.empty()) check_weights(model_config, config.model.weights);
+  const fs::path target = fs::path(out) / "model.safetensors";
+  if (fs::exists(target) && !options.overwrite)
+    throw UsageError(target.string() + ": exists; pass --overwrite to replace it");
+
+  Allocator allocator(make_host_source(), AllocatorOptions{AllocatorPolicy::kExact, 0});
+  std::unique_ptr<Backend> backend = make_cpu_backend(allocator);
+  TransformerOptions model_options;
+  model_options.dtype = config.model.dtype == Precision::kBf16 ? DType::kBF16 : DType::kF32;
+  model_options.lora = lora;
+  Transformer model(*backend, model_config, model_options);
+  model.init_random(static_cast<uint64_t>(config.model.seed));
+  if (!config.model.weights.empty()) load_weights(*backend, model, config.model.weights);
+  load_adapter(*backend, model, adapter);
+  model.merge_adapters();
+  save_checkpoint(*backend, model, out);
+  std::printf(
+      "headroom export: merged %zu adapter group(s) (r = %lld, alpha = %g, %zu target(s)) into "
+      "%s (%s, %s)\n  base: %s\n  wrote %s and config.json\n",
+      model.layouts().size() - model.num_base_groups(), static_cast<long long>(lora.rank),
+      static_cast<double>(lora.alpha), lora.targets.size(), model_config.name.c_str(),
+      std::string(name_of(model_options.dtype)).c_str(),
+      format_bytes(static_cast<uint64_t>(model_config.num_parameters()) *
+                   size_of(model_options.dtype))
+          .c_str(),
+      base_model_name(config).c_str(), target.string().c_str());
+  return 0;
+}
 
 int run_experiment(const RunOptions& options, RunMode mode) {
   // Only `train` under an MPI launcher starts MPI: a plain `headroom plan`

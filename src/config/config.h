@@ -52,11 +52,16 @@ struct ModelSection {
 };
 
 struct LoraSection {
+  // PEFT's init_lora_weights: True (A Kaiming-uniform) or "gaussian" (A ~
+  // N(0, 1/r)); B starts at zero either way.
+  enum class Init : uint8_t { kKaimingUniform, kGaussian };
   bool enabled = false;
   int rank = 16;
   double alpha = 32.0;  // the update is scaled by alpha / rank, as in PEFT
   double dropout = 0.0;
   std::vector<std::string> targets = {"q_proj", "v_proj"};  // HF module names
+  Init init = Init::kKaimingUniform;
+  int64_t seed = 0;  // A's init and the dropout masks
 
   bool operator==(const LoraSection&) const = default;
 };
@@ -219,6 +224,10 @@ template <>
 struct EnumNames<AttentionSection::Mask> {
   static constexpr std::array<std::string_view, 4> kNames = {"causal", "document", "sliding_window",
                                                              "dflash_block"};
+};
+template <>
+struct EnumNames<LoraSection::Init> {
+  static constexpr std::array<std::string_view, 2> kNames = {"kaiming_uniform", "gaussian"};
 };
 template <>
 struct EnumNames<LossSection::Mode> {

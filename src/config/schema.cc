@@ -404,6 +404,12 @@ std::vector<ConfigKey> build_schema() {
       number(HR_FIELD(lora.dropout), kUnitHalfOpen,
              "Dropout on the adapter's input during training."),
       lora_targets(),
+      choice(HR_FIELD(lora.init),
+             "Initialization of A (B starts at zero, so training starts from the base model): "
+             "\"kaiming_uniform\" is PEFT's default (init_lora_weights = True), \"gaussian\" "
+             "draws A from N(0, 1/rank)."),
+      integer(HR_FIELD(lora.seed), 0, kNoMax,
+              "Seed of A's initialization and of the dropout masks."),
 
       // [data]
       string(HR_FIELD(data.path),

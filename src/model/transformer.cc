@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <string>
 
 #include "util/error.h"
@@ -267,13 +268,54 @@ void Transformer::init_adapters() {
   for (size_t g = num_base_groups(); g < layouts_.size(); ++g) {
     begin_params_write(g);
     for (size_t i = 0; i < params_[g].views.size(); i += 2) {
-      // PEFT: kaiming_uniform_(A, a=sqrt(5)) is U(-1/sqrt(in), 1/sqrt(in)); B = 0.
       Tensor& lora_a = params_[g].views[i];
-      const float bound = 1.0f / std::sqrt(static_cast<float>(lora_a.size(1)));
-      backend_.fill_uniform(lora_a, options_.lora.seed * 1000003 + 7919 * g + i, -bound, bound);
+      const uint64_t seed = options_.lora.seed * 1000003 + 7919 * g + i;
+      if (options_.lora.gaussian_init) {
+        // PEFT's "gaussian": normal_(A, std = 1 / r), drawn on the host and
+        // rounded once into A's dtype.
+        Tensor wide =
+            backend_.empty(lora_a.shape(), DType::kF32, Category::kWorkspace, "lora.init");
+        if (backend_.kind() != BackendKind::kMeta) {
+          std::mt19937_64 rng(seed);
+          std::normal_distribution<float> normal(0.0f,
+                                                 1.0f / static_cast<float>(options_.lora.rank));
+          std::vector<float> values(static_cast<size_t>(lora_a.numel()));
+          for (float& v : values)
+            v = normal(rng);
+          backend_.copy_from_host(values.data(), wide);
+        }
+        if (lora_a.dtype() == DType::kF32) {
+          backend_.copy(wide, lora_a);
+        } else {
+          Tensor narrow = backend_.cast(wide, lora_a.dtype(), Category::kWorkspace, "lora.init");
+          backend_.copy(narrow, lora_a);
+        }
+      } else {
+        // PEFT's default: kaiming_uniform_(A, a=sqrt(5)) is U(-1/sqrt(in), 1/sqrt(in)).
+        const float bound = 1.0f / std::sqrt(static_cast<float>(lora_a.size(1)));
+        backend_.fill_uniform(lora_a, seed, -bound, bound);
+      }
       backend_.fill(params_[g].views[i + 1], 0.0f);
     }
     end_params_write(g);
+  }
+}
+
+void Transformer::merge_adapters() {
+  HR_CHECK(frozen_base(), "merge_adapters on a model without LoRA");
+  // It writes the base in place: the model must hold its groups itself.
+  HR_CHECK(residency_ == nullptr, "merge_adapters on a model whose groups a residency holds");
+  static const BlockParam kProjection[kNumLoraTargets] = {kWq, kWk, kWv, kWo, kWGate, kWUp, kWDown};
+  const float scale = options_.lora.alpha / static_cast<float>(options_.lora.rank);
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    const size_t lora = adapter_group(l);
+    for (int t = 0; t < kNumLoraTargets; ++t) {
+      if (!has_adapter(static_cast<LoraTarget>(t))) continue;
+      const size_t ia = static_cast<size_t>(lora_index_[t]);
+      Tensor w = block_param(l, kProjection[t]);  // (out, in)
+      backend_.gemm(params_[lora].views[ia + 1], false, params_[lora].views[ia], false, w, scale,
+                    1.0f);  // (out, in) += s * (out, r) @ (r, in)
+    }
   }
 }
 

@@ -46,7 +46,8 @@ struct LoraOptions {
   float alpha = 32.0f;  // the update is scaled by alpha / rank
   float dropout = 0.0f;
   std::vector<LoraTarget> targets = {kLoraQ, kLoraV};
-  uint64_t seed = 0;  // A's init (B starts at zero) and the dropout masks
+  uint64_t seed = 0;           // A's init (B starts at zero) and the dropout masks
+  bool gaussian_init = false;  // A ~ N(0, 1/r) (PEFT's "gaussian"); else Kaiming-uniform
 };
 
 struct TransformerOptions {
@@ -97,6 +98,12 @@ class Transformer {
   void init_random(uint64_t seed);
   // Only the adapters, as init_random does them (after loading a base).
   void init_adapters();
+
+  // Folds every adapter into its base projection, W += (alpha / r) B A (in
+  // the model's dtype, one rounding per element), for `export --merge`; the
+  // adapters stay as they were, so the merged base alone now computes what
+  // base and adapters computed together (without dropout).
+  void merge_adapters();
 
   // The randomness of the next forward_backward (LoRA dropout masks) comes
   // from lora.seed and this stream; the trainer sets it from the step, the

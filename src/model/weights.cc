@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,19 +15,23 @@
 
 namespace headroom {
 
-void save_weights(Backend& backend, Transformer& model, const std::string& path, SaveRole role) {
-  HR_CHECK(backend.kind() != BackendKind::kMeta, "save_weights on a meta model: " + path);
+namespace {
+
+// Writes layouts[first, last) of `model` to `path` (see save_weights).
+void save_groups(Backend& backend, Transformer& model, size_t first, size_t last,
+                 const std::string& path, SaveRole role) {
+  HR_CHECK(backend.kind() != BackendKind::kMeta, "saving a meta model: " + path);
   std::optional<SafetensorsWriter> writer;
   const auto& layouts = model.layouts();
   if (role == SaveRole::kWrite) {
     writer.emplace(
         path, std::map<std::string, std::string>{{"format", "pt"}, {"created_by", "headroom"}});
-    for (const GroupLayout& layout : layouts)
-      for (const ParamSpec& spec : layout.specs)
+    for (size_t g = first; g < last; ++g)
+      for (const ParamSpec& spec : layouts[g].specs)
         writer->declare(spec.name, model.options().dtype, spec.shape);
   }
   std::vector<char> host;
-  for (size_t g = 0; g < layouts.size(); ++g) {
+  for (size_t g = first; g < last; ++g) {
     // Under ZeRO-3 every rank takes part in gathering the group.
     model.acquire_params(g);
     if (writer) {
@@ -40,6 +45,12 @@ void save_weights(Backend& backend, Transformer& model, const std::string& path,
     model.release_params(g);
   }
   if (writer) writer->finish();
+}
+
+}  // namespace
+
+void save_weights(Backend& backend, Transformer& model, const std::string& path, SaveRole role) {
+  save_groups(backend, model, 0, model.num_base_groups(), path, role);
 }
 
 namespace {
@@ -101,21 +112,24 @@ namespace {
 
 // Every tensor of `layouts` is in `index` with its shape and a float dtype,
 // and `index` holds nothing else. Returns the entry of each spec, in order.
+// `layouts[first, last)` are the groups the file holds (the base model's, or
+// the adapters'); `what` names the file's role in an error.
 std::vector<const SafetensorsEntry*> match(const SafetensorsIndex& index, const ModelConfig& config,
-                                           const std::vector<GroupLayout>& layouts) {
+                                           const std::vector<GroupLayout>& layouts, size_t first,
+                                           size_t last, const char* what) {
   std::set<std::string> expected;
-  for (const GroupLayout& layout : layouts)
-    for (const ParamSpec& spec : layout.specs)
+  for (size_t g = first; g < last; ++g)
+    for (const ParamSpec& spec : layouts[g].specs)
       expected.insert(spec.name);
   for (const SafetensorsEntry& entry : index.entries()) {
     if (expected.count(entry.name)) continue;
     if (entry.name == "lm_head.weight" && config.tie_word_embeddings) continue;
     throw UsageError(entry.file + ": " + entry.name + ": not a parameter of " + config.name + " (" +
-                     config.architecture + "); is model.weights the checkpoint of this model?");
+                     config.architecture + "); is " + what + " of this model?");
   }
   std::vector<const SafetensorsEntry*> entries;
-  for (const GroupLayout& layout : layouts) {
-    for (const ParamSpec& spec : layout.specs) {
+  for (size_t g = first; g < last; ++g) {
+    for (const ParamSpec& spec : layouts[g].specs) {
       const SafetensorsEntry* entry = index.find(spec.name);
       if (entry == nullptr)
         throw UsageError(index.source() + ": " + spec.name + ": missing (expected shape " +
@@ -138,7 +152,9 @@ std::vector<const SafetensorsEntry*> match(const SafetensorsIndex& index, const 
 }  // namespace
 
 void check_weights(const ModelConfig& config, const std::string& path) {
-  match(SafetensorsIndex::open(path), config, transformer_layouts(config));
+  const std::vector<GroupLayout> layouts = transformer_layouts(config);
+  match(SafetensorsIndex::open(path), config, layouts, 0, layouts.size(),
+        "model.weights the checkpoint");
 }
 
 std::string hf_config_json(const ModelConfig& c, DType dtype) {
@@ -183,14 +199,16 @@ void save_checkpoint(Backend& backend, Transformer& model, const std::string& di
   std::filesystem::rename(tmp, dir + "/config.json");
 }
 
-void load_weights(Backend& backend, Transformer& model, const std::string& path) {
-  SafetensorsIndex index = SafetensorsIndex::open(path);
+namespace {
+
+// Loads layouts[first, last) of `model` from `index` (matched by match()).
+void load_groups(Backend& backend, Transformer& model, const SafetensorsIndex& index,
+                 const std::vector<const SafetensorsEntry*>& entries, size_t first, size_t last) {
   const auto& layouts = model.layouts();
-  const std::vector<const SafetensorsEntry*> entries = match(index, model.config(), layouts);
   const bool meta = backend.kind() == BackendKind::kMeta;
   std::vector<char> raw, converted;
   size_t k = 0;
-  for (size_t g = 0; g < layouts.size(); ++g) {
+  for (size_t g = first; g < last; ++g) {
     // Every tensor of the group is overwritten; under ZeRO-3 each rank then
     // keeps its shard. On meta only that (the allocations) happens.
     model.begin_params_write(g);
@@ -205,6 +223,130 @@ void load_weights(Backend& backend, Transformer& model, const std::string& path)
     }
     model.end_params_write(g);
   }
+}
+
+std::string adapter_file(const std::string& dir) {
+  return std::filesystem::is_directory(dir) ? dir + "/adapter_model.safetensors" : dir;
+}
+
+std::string adapter_config_file(const std::string& dir) {
+  const std::filesystem::path path(dir);
+  return std::filesystem::is_directory(path)
+             ? (path / "adapter_config.json").string()
+             : (path.parent_path() / "adapter_config.json").string();
+}
+
+// adapter_config.json, when present, must describe the adapters this model
+// has: the same r, alpha and targets, and no PEFT variant headroom does not
+// implement.
+void check_adapter_config(const LoraOptions& lora, const std::string& dir) {
+  const std::string path = adapter_config_file(dir);
+  std::ifstream in(path);
+  if (!in) return;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw UsageError(path + ": not JSON: " + e.what());
+  }
+  auto differs = [&](const char* key, const std::string& expected) {
+    throw UsageError(path + ": " + key + " is " + (j.contains(key) ? j[key].dump() : "missing") +
+                     ", this run's [lora] needs " + expected);
+  };
+  if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() != lora.rank)
+    differs("r", std::to_string(lora.rank) + " (lora.rank)");
+  if (!j.contains("lora_alpha") || !j["lora_alpha"].is_number() ||
+      std::abs(j["lora_alpha"].get<double>() - lora.alpha) > 1e-6)
+    differs("lora_alpha", std::to_string(lora.alpha) + " (lora.alpha)");
+  std::set<std::string> targets, expected;
+  if (j.contains("target_modules") && j["target_modules"].is_array())
+    for (const auto& t : j["target_modules"])
+      if (t.is_string()) targets.insert(t.get<std::string>());
+  std::string listed;
+  for (LoraTarget t : lora.targets) {
+    expected.insert(lora_target_name(t));
+    listed += std::string(listed.empty() ? "" : ", ") + lora_target_name(t);
+  }
+  if (targets != expected) differs("target_modules", "[" + listed + "] (lora.targets)");
+  for (const char* key : {"use_dora", "use_rslora"})
+    if (j.contains(key) && j[key].is_boolean() && j[key].get<bool>())
+      differs(key, "false (headroom trains plain LoRA)");
+}
+
+}  // namespace
+
+void load_weights(Backend& backend, Transformer& model, const std::string& path) {
+  SafetensorsIndex index = SafetensorsIndex::open(path);
+  const std::vector<const SafetensorsEntry*> entries =
+      match(index, model.config(), model.layouts(), 0, model.num_base_groups(),
+            "model.weights the checkpoint");
+  load_groups(backend, model, index, entries, 0, model.num_base_groups());
+}
+
+void check_adapter(const ModelConfig& config, const LoraOptions& lora, const std::string& dir) {
+  check_adapter_config(lora, dir);
+  const std::vector<GroupLayout> layouts = transformer_layouts(config, lora);
+  const size_t base = static_cast<size_t>(config.num_layers) + 2;
+  match(SafetensorsIndex::open(adapter_file(dir)), config, layouts, base, layouts.size(),
+        "the adapter the one");
+}
+
+void load_adapter(Backend& backend, Transformer& model, const std::string& dir) {
+  HR_CHECK(model.frozen_base(), "load_adapter on a model without LoRA");
+  check_adapter_config(model.options().lora, dir);
+  SafetensorsIndex index = SafetensorsIndex::open(adapter_file(dir));
+  const std::vector<const SafetensorsEntry*> entries =
+      match(index, model.config(), model.layouts(), model.num_base_groups(), model.layouts().size(),
+            "the adapter the one");
+  load_groups(backend, model, index, entries, model.num_base_groups(), model.layouts().size());
+}
+
+void save_adapter(Backend& backend, Transformer& model, const std::string& dir,
+                  const std::string& base_model, SaveRole role) {
+  HR_CHECK(model.frozen_base(), "save_adapter on a model without LoRA");
+  if (role == SaveRole::kWrite) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw UsageError(dir + ": cannot create adapter folder: " + ec.message());
+  }
+  save_groups(backend, model, model.num_base_groups(), model.layouts().size(),
+              dir + "/adapter_model.safetensors", role);
+  if (role != SaveRole::kWrite) return;
+  // PEFT's LoraConfig, as save_pretrained writes it, so PeftModel loads it.
+  const LoraOptions& lora = model.options().lora;
+  nlohmann::ordered_json j;
+  j["peft_type"] = "LORA";
+  j["task_type"] = "CAUSAL_LM";
+  j["base_model_name_or_path"] = base_model;
+  j["r"] = lora.rank;
+  // The config's values, not their float rounding (0.1, not 0.10000000149).
+  j["lora_alpha"] = std::round(static_cast<double>(lora.alpha) * 1e6) / 1e6;
+  j["lora_dropout"] = std::round(static_cast<double>(lora.dropout) * 1e6) / 1e6;
+  std::vector<std::string> targets;
+  for (LoraTarget t : lora.targets)
+    targets.push_back(lora_target_name(t));
+  j["target_modules"] = targets;
+  j["bias"] = "none";
+  j["fan_in_fan_out"] = false;
+  j["inference_mode"] = true;
+  if (lora.gaussian_init)
+    j["init_lora_weights"] = "gaussian";
+  else
+    j["init_lora_weights"] = true;
+  j["modules_to_save"] = nullptr;
+  j["use_rslora"] = false;
+  j["use_dora"] = false;
+  j["rank_pattern"] = nlohmann::ordered_json::object();
+  j["alpha_pattern"] = nlohmann::ordered_json::object();
+  j["created_by"] = "headroom";
+  const std::string path = dir + "/adapter_config.json";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump(2) << "\n";
+    if (!out.flush()) throw UsageError(tmp + ": write failed");
+  }
+  std::filesystem::rename(tmp, path);
 }
 
 }  // namespace headroom

@@ -70,7 +70,15 @@ StepRecord Trainer::step(int64_t step, const std::vector<Batch>& micro_batches) 
   comm_.all_reduce_sum(global_counted);
   const float loss_scale =
       global_counted[0] > 0 ? static_cast<float>(1.0 / global_counted[0]) : 0.0f;
-  for (const Batch& b : micro_batches) {
+  for (size_t i = 0; i < micro_batches.size(); ++i) {
+    const Batch& b = micro_batches[i];
+    // Randomness (LoRA dropout) per step, rank and micro-batch: a resumed
+    // run draws what the uninterrupted one would have.
+    model_.set_random_stream(
+        (static_cast<uint64_t>(step) * static_cast<uint64_t>(comm_.world_size()) +
+         static_cast<uint64_t>(comm_.rank())) *
+            65536 +
+        i);
     model_.forward_backward(b, loss_scale, loss_sum);
     HR_CHECK(zero_.groups_in_flight() == 0,
              "every group gathered for a micro-batch was released after it");

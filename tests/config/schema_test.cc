@@ -35,7 +35,9 @@ ExperimentConfig everything_changed() {
       .rank = 8,
       .alpha = 16.5,
       .dropout = 0.05,
-      .targets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}};
+      .targets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"},
+      .init = LoraSection::Init::kGaussian,
+      .seed = 12};
   c.data = {.path = "data/train.h5",
             .max_sample_tokens = 4096,
             .shuffle = false,
@@ -108,6 +110,8 @@ TEST(ConfigSchema, HasEveryKeyOfTheDesignSketch) {
                            "lora.alpha",
                            "lora.dropout",
                            "lora.targets",
+                           "lora.init",
+                           "lora.seed",
                            "data.path",
                            "data.max_sample_tokens",
                            "data.shuffle",

@@ -4,12 +4,18 @@
 // cpu's allocations, the adapters' saved activations under their own tags.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
 
+#include <filesystem>
+
+#include "model/safetensors.h"
 #include "model/transformer.h"
+#include "model/weights.h"
 #include "train/optimizer.h"
+#include "util/error.h"
 
 namespace headroom {
 namespace {
@@ -82,9 +88,25 @@ TEST(Lora, AnAdaptedModelStartsAsExactlyItsBase) {
       plain.attention_block_size = 4;
       plain.loss.chunk_size = 5;
       Transformer base(*a.backend, tiny(tied), plain);
-      Transformer adapted(*b.backend, tiny(tied), lora_options(kAllTargets, dropout));
+      TransformerOptions options = lora_options(kAllTargets, dropout);
+      options.lora.gaussian_init = tied;  // PEFT's "gaussian": A ~ N(0, 1/r)
+      Transformer adapted(*b.backend, tiny(tied), options);
       base.init_random(7);
       adapted.init_random(7);
+      // A drawn as configured, B zero.
+      const Tensor& a_q = adapted.params()[adapted.num_base_groups()].views[0];  // (3, 12)
+      double sum_sq = 0, largest = 0;
+      for (int64_t i = 0; i < a_q.numel(); ++i) {
+        sum_sq += a_q.data<float>()[i] * a_q.data<float>()[i];
+        largest = std::max(largest, std::abs(static_cast<double>(a_q.data<float>()[i])));
+      }
+      if (tied)
+        EXPECT_NEAR(std::sqrt(sum_sq / 36), 1.0 / 3, 0.15) << "std 1/r";
+      else
+        EXPECT_LE(largest, 1.0 / std::sqrt(12.0)) << "U(-1/sqrt(in), 1/sqrt(in))";
+      const Tensor& b_q = adapted.params()[adapted.num_base_groups()].views[1];
+      for (int64_t i = 0; i < b_q.numel(); ++i)
+        ASSERT_EQ(b_q.data<float>()[i], 0.0f);
       const Batch batch = make_batch(23, 3);
       EXPECT_EQ(loss_of(adapted, *b.backend, batch), loss_of(base, *a.backend, batch))
           << "tied " << tied << " dropout " << dropout;
@@ -172,8 +194,8 @@ TEST(Lora, OnlyAdapterBytesAreGradientsAndOptimizerStates) {
     for (const GroupLayout& layout : model.layouts())
       (layout.trainable ? adapters : base) += layout.numel;
     const int64_t r = 3, C = 12, F = 20, HD = 24, KVD = 12;
-    EXPECT_EQ(adapters, 2 * (r * (C + HD) + 2 * r * (C + KVD) + r * (HD + C) + 2 * r * (C + F) +
-                             r * (F + C)))
+    EXPECT_EQ(adapters,
+              2 * (r * (C + HD) + 2 * r * (C + KVD) + r * (HD + C) + 2 * r * (C + F) + r * (F + C)))
         << "A (r, in) and B (out, r) for all seven projections of both blocks";
     const uint64_t width = size_of(dtype);
     const auto& live = allocator.stats().live_by_category;
@@ -232,6 +254,92 @@ TEST(Lora, MetaMakesExactlyTheCpuAllocationsWithAdaptersUnderTheirOwnTags) {
     EXPECT_EQ(xa, interval ? 2 : 1) << "x A^T, saved for dB (again when recomputed)";
     EXPECT_EQ(dropped, interval ? 2 : 1) << "the dropped-out input, saved for dA";
   }
+}
+
+// A scratch folder under the build tree, removed afterwards.
+struct Scratch {
+  std::filesystem::path dir;
+  explicit Scratch(const std::string& name)
+      : dir(std::filesystem::path(HEADROOM_BINARY_DIR) / "test-scratch" / name) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  ~Scratch() { std::filesystem::remove_all(dir); }
+};
+
+// Trained-looking adapters: B random instead of zero.
+void randomize_adapters(Transformer& model, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-0.3f, 0.3f);
+  for (size_t g = model.num_base_groups(); g < model.params().size(); ++g) {
+    Tensor& flat = model.params()[g].flat;
+    for (int64_t i = 0; i < flat.numel(); ++i)
+      flat.data<float>()[i] = uniform(rng);
+  }
+}
+
+// PEFT's layout both ways: what save_adapter writes, load_adapter reads back
+// bit for bit; the names are PEFT's and the base's tensors are not in it.
+TEST(Lora, AdaptersSavedInPeftsLayoutLoadBackExactly) {
+  Scratch scratch("lora_adapters");
+  CpuRun a, b;
+  const TransformerOptions options = lora_options(kAllTargets, 0.0f);
+  Transformer trained(*a.backend, tiny(false), options), fresh(*b.backend, tiny(false), options);
+  trained.init_random(7);
+  randomize_adapters(trained, 5);
+  fresh.init_random(7);
+  save_adapter(*a.backend, trained, scratch.dir.string(), "base.safetensors");
+  load_adapter(*b.backend, fresh, scratch.dir.string());
+  for (size_t g = 0; g < trained.params().size(); ++g) {
+    const Tensor& x = trained.params()[g].flat;
+    const Tensor& y = fresh.params()[g].flat;
+    for (int64_t i = 0; i < x.numel(); ++i)
+      ASSERT_EQ(x.data<float>()[i], y.data<float>()[i]) << trained.layouts()[g].name << " " << i;
+  }
+  const SafetensorsIndex index =
+      SafetensorsIndex::open((scratch.dir / "adapter_model.safetensors").string());
+  EXPECT_EQ(index.entries().size(), 2u * 7u * 2u) << "A and B of 7 targets in 2 layers";
+  const SafetensorsEntry& q_a =
+      index.at("base_model.model.model.layers.1.self_attn.q_proj.lora_A.weight");
+  EXPECT_EQ(q_a.shape, (Shape{3, 12}));
+  const SafetensorsEntry& down_b =
+      index.at("base_model.model.model.layers.0.mlp.down_proj.lora_B.weight");
+  EXPECT_EQ(down_b.shape, (Shape{12, 3}));
+
+  // An adapter of another rank is refused, naming the file and the key.
+  TransformerOptions other = options;
+  other.lora.rank = 4;
+  CpuRun c;
+  Transformer wrong(*c.backend, tiny(false), other);
+  try {
+    load_adapter(*c.backend, wrong, scratch.dir.string());
+    FAIL() << "rank 3 adapters loaded into a rank 4 model";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("adapter_config.json: r is 3"), std::string::npos)
+        << e.what();
+  }
+}
+
+// export --merge: the merged base alone computes what base and adapters
+// computed together, written in Hugging Face's layout.
+TEST(Lora, AMergedModelComputesWhatBaseAndAdaptersDid) {
+  Scratch scratch("lora_merge");
+  CpuRun a, b;
+  Transformer adapted(*a.backend, tiny(true), lora_options(kAllTargets, 0.0f));
+  adapted.init_random(7);
+  randomize_adapters(adapted, 9);
+  const Batch batch = make_batch(23, 3);
+  const double before = loss_of(adapted, *a.backend, batch);
+  adapted.merge_adapters();
+  save_checkpoint(*a.backend, adapted, scratch.dir.string());
+  TransformerOptions plain;
+  plain.attention_block_size = 4;
+  plain.loss.chunk_size = 5;
+  Transformer merged(*b.backend, tiny(true), plain);
+  load_weights(*b.backend, merged, scratch.dir.string());
+  const double after = loss_of(merged, *b.backend, batch);
+  EXPECT_NE(before, loss_of(adapted, *a.backend, batch)) << "the adapters changed the loss";
+  EXPECT_NEAR(after, before, 1e-5 * before);
 }
 
 }  // namespace

@@ -1,0 +1,61 @@
+// `headroom export [exp.toml] --adapter DIR --merge --out DIR`: a LoRA run's
+// adapters folded into its base, as a Hugging Face model folder.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "commands.h"
+#include "run_experiment.h"
+#include "util/error.h"
+
+namespace po = boost::program_options;
+
+namespace headroom {
+
+int export_command(const std::vector<std::string>& args) {
+  RunOptions options;
+  std::string adapter, out;
+  bool merge = false;
+  po::options_description visible("options");
+  visible.add_options()("help,h", "print this help")(
+      "adapter", po::value<std::string>(&adapter),
+      "LoRA adapters: a checkpoint folder of a lora.enabled run (checkpoints/step-N) or a PEFT "
+      "folder (adapter_model.safetensors + adapter_config.json)")(
+      "merge", po::bool_switch(&merge),
+      "fold the adapters into the base weights (W += alpha/r * B A); required: headroom writes "
+      "adapters in PEFT's layout already")(
+      "out", po::value<std::string>(&out), "folder for model.safetensors and config.json")(
+      "set", po::value<std::vector<std::string>>(&options.overrides)->composing(),
+      "override a config key: --set section.key=value (repeatable)")(
+      "overwrite", po::bool_switch(&options.overwrite), "replace an existing model.safetensors");
+  po::options_description hidden;
+  hidden.add_options()("config", po::value<std::string>(&options.config_path));
+  po::options_description all;
+  all.add(visible).add(hidden);
+  po::positional_options_description positional;
+  positional.add("config", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string(e.what()) + " (see headroom export --help)");
+  }
+  if (vm.count("help")) {
+    std::cout << "usage: headroom export [exp.toml] --adapter DIR --merge --out DIR [options]\n\n"
+                 "Folds a LoRA run's adapters into its base model (model.weights, or the\n"
+                 "model.seed initialization) and writes a Hugging Face folder that loads\n"
+                 "with transformers' from_pretrained. The experiment's [model] and [lora]\n"
+                 "describe the base and the adapters.\n\n"
+              << visible << "\n";
+    return 0;
+  }
+  if (adapter.empty()) throw UsageError("--adapter: required (see headroom export --help)");
+  if (out.empty()) throw UsageError("--out: required (see headroom export --help)");
+  if (!merge)
+    throw UsageError(
+        "--merge: required: export writes a merged model (the adapters themselves are already "
+        "PEFT's adapter_model.safetensors + adapter_config.json)");
+  return export_merged(options, adapter, out);
+}
+
+}  // namespace headroom
