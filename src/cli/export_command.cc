@@ -22,8 +22,8 @@ int export_command(const std::vector<std::string>& args) {
       "folder (adapter_model.safetensors + adapter_config.json)")(
       "merge", po::bool_switch(&merge),
       "fold the adapters into the base weights (W += alpha/r * B A); required: headroom writes "
-      "adapters in PEFT's layout already")(
-      "out", po::value<std::string>(&out), "folder for model.safetensors and config.json")(
+      "adapters in PEFT's layout already")("out", po::value<std::string>(&out),
+                                           "folder for model.safetensors and config.json")(
       "set", po::value<std::vector<std::string>>(&options.overrides)->composing(),
       "override a config key: --set section.key=value (repeatable)")(
       "overwrite", po::bool_switch(&options.overwrite), "replace an existing model.safetensors");

@@ -38,8 +38,9 @@ class LoraCli : public testing::ScratchFolder {
   }
   // A base model to fine-tune: the initial weights of a plain run.
   std::string base() {
-    Result r = headroom("train", "--set run.steps=1 --set checkpoint.save_initial=true "
-                                 "--set run.name=base");
+    Result r = headroom("train",
+                        "--set run.steps=1 --set checkpoint.save_initial=true "
+                        "--set run.name=base");
     EXPECT_EQ(r.code, 0) << r.err;
     return (dir_ / "results/base/checkpoints/step-0/model.safetensors").string();
   }
@@ -70,11 +71,12 @@ TEST_F(LoraCli, FineTuningALoadedBaseStartsAtItsLossAndResumesBitForBit) {
   EXPECT_EQ(config["lora_alpha"], 8.0);
   EXPECT_EQ(config["lora_dropout"], 0.1);
   EXPECT_EQ(config["target_modules"], nlohmann::json({"q_proj", "v_proj", "down_proj"}));
-  EXPECT_EQ(config["base_model_name_or_path"], fs::absolute(dir_ / "results/base/checkpoints/step-0/model.safetensors").string());
+  EXPECT_EQ(config["base_model_name_or_path"],
+            fs::absolute(dir_ / "results/base/checkpoints/step-0/model.safetensors").string());
 
   // Resumed from step 2: the same steps 3 and 4, dropout masks included.
-  Result resumed =
-      headroom("train", lora + " --set run.name=lora --set checkpoint.resume_from=" + step2.string());
+  Result resumed = headroom(
+      "train", lora + " --set run.name=lora --set checkpoint.resume_from=" + step2.string());
   ASSERT_EQ(resumed.code, 0) << resumed.err;
   const std::vector<StepRecord> again = steps("lora/trace.rank0.from-step-2.h5");
   ASSERT_EQ(again.size(), 2u);
@@ -82,8 +84,10 @@ TEST_F(LoraCli, FineTuningALoadedBaseStartsAtItsLossAndResumesBitForBit) {
     EXPECT_EQ(again[i].loss, tuned[i + 2].loss) << "step " << i + 3;
 
   // Adapters of another shape are refused before anything is written.
-  Result wrong = headroom("train", lora + " --set lora.rank=8 --set run.name=wrong "
-                                          "--set checkpoint.resume_from=" + step2.string());
+  Result wrong = headroom("train", lora +
+                                       " --set lora.rank=8 --set run.name=wrong "
+                                       "--set checkpoint.resume_from=" +
+                                       step2.string());
   EXPECT_EQ(wrong.code, 2);
   EXPECT_NE(wrong.err.find("adapter_config.json: r is 4, this run's [lora] needs 8"),
             std::string::npos)
