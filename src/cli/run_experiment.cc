@@ -582,6 +582,11 @@ int run_experiment(const RunOptions& options, RunMode mode) {
   // Only `train` under an MPI launcher starts MPI: a plain `headroom plan`
   // or `train` stays a single process that needs no launcher.
   if (mode == RunMode::kPlan && options.world_size > 1) return plan_ranks(options);
+  if (mode == RunMode::kTrain && srun_tasks_without_mpi() > 0)
+    throw UsageError("srun started " + std::to_string(srun_tasks_without_mpi()) +
+                     " tasks without an MPI plugin, so each would train alone: launch with "
+                     "`srun --mpi=pmix ...` (Open MPI's PMIx client; Debian's Open MPI has no "
+                     "PMI-2 support)");
   if (mode != RunMode::kTrain || !launched_by_mpi()) {
     std::unique_ptr<Communicator> single = make_single_rank_comm();
     return run_rank(options, mode, *single, stdout);

@@ -169,6 +169,11 @@ bool launched_by_mpi() {
   return false;
 }
 
+int srun_tasks_without_mpi() {
+  const int tasks = env_int("SLURM_STEP_NUM_TASKS", 0);
+  return tasks > 1 && !launched_by_mpi() ? tasks : 0;
+}
+
 int local_rank_from_environment() {
   return env_int("OMPI_COMM_WORLD_LOCAL_RANK",
                  env_int("SLURM_LOCALID", env_int("MPI_LOCALRANKID", 0)));

@@ -13,6 +13,13 @@ namespace headroom {
 // environment, so a plain `headroom` never initializes MPI.
 bool launched_by_mpi();
 
+// The number of tasks srun started for this job step when it started them
+// without an MPI plugin (SLURM_STEP_NUM_TASKS > 1 and none of the variables
+// launched_by_mpi() looks for): each would train alone and overwrite the
+// others' files. 0 otherwise (also inside an sbatch script, which has
+// SLURM_NTASKS but no step).
+int srun_tasks_without_mpi();
+
 // The node-local rank, for choosing a device: OMPI_COMM_WORLD_LOCAL_RANK,
 // else SLURM_LOCALID, else MPI_LOCALRANKID, else 0.
 int local_rank_from_environment();

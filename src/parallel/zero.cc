@@ -12,12 +12,8 @@ Zero::Zero(Backend& backend, Communicator& comm, DType dtype, const ZeroOptions&
   HR_CHECK(options.prefetch >= 0, "zero.prefetch is not negative");
 }
 
-void Zero::adopt(const std::vector<GroupLayout>& layouts, std::vector<FlatGroup>& params,
-                 std::vector<FlatGroup>& grads) {
-  HR_CHECK(options_.stage <= 1,
-           "a model that allocated its own groups can only be managed at zero.stage 0 or 1");
-  HR_CHECK(params.size() == layouts.size() && grads.size() == layouts.size(),
-           "one parameter and one gradient group per layout");
+void Zero::attach(const std::vector<GroupLayout>& layouts, std::vector<FlatGroup>& params,
+                  std::vector<FlatGroup>& grads) {
   layouts_ = &layouts;
   params_ = &params;
   grads_ = &grads;
@@ -33,23 +29,19 @@ void Zero::adopt(const std::vector<GroupLayout>& layouts, std::vector<FlatGroup>
   acquired_.assign(layouts.size(), false);
 }
 
+void Zero::adopt(const std::vector<GroupLayout>& layouts, std::vector<FlatGroup>& params,
+                 std::vector<FlatGroup>& grads) {
+  HR_CHECK(options_.stage <= 1,
+           "a model that allocated its own groups can only be managed at zero.stage 0 or 1");
+  HR_CHECK(params.size() == layouts.size() && grads.size() == layouts.size(),
+           "one parameter and one gradient group per layout");
+  attach(layouts, params, grads);
+}
+
 void Zero::bind(const std::vector<GroupLayout>& layouts, std::vector<FlatGroup>& params,
                 std::vector<FlatGroup>& grads) {
-  layouts_ = &layouts;
-  params_ = &params;
-  grads_ = &grads;
+  attach(layouts, params, grads);
   const bool several = comm_.world_size() > 1;
-  shards_.clear();
-  for (const GroupLayout& layout : layouts)
-    shards_.push_back(shards_optimizer()
-                          ? GroupShard::of(layout.numel, comm_.rank(), comm_.world_size())
-                          : GroupShard::of(layout.numel, 0, 1));
-  param_shards_.assign(layouts.size(), Tensor());
-  grad_shards_.assign(layouts.size(), Tensor());
-  param_padding_.assign(layouts.size(), Tensor());
-  grad_padding_.assign(layouts.size(), Tensor());
-  acquired_.assign(layouts.size(), false);
-
   // The same order as a model that allocates itself: every parameter group,
   // then every gradient group.
   for (size_t g = 0; g < layouts.size(); ++g) {

@@ -99,6 +99,9 @@ class Zero final : public GroupResidency {
   size_t groups_in_flight() const;
 
  private:
+  // Takes the model's vectors and cuts the shards; allocates nothing.
+  void attach(const std::vector<GroupLayout>& layouts, std::vector<FlatGroup>& params,
+              std::vector<FlatGroup>& grads);
   std::vector<int64_t> counts(size_t g) const;  // every rank's shard numel
   void gather(size_t g);                        // stage 3: params[g] <- all shards
 

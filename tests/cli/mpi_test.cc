@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -232,6 +233,30 @@ TEST_F(Mpi, ModelStateBytesPerRankFollowZerosArithmetic) {
       }
     }
   }
+  // LoRA at stage 3: the frozen base is sharded like any group; gradients
+  // and states exist for the adapters alone, sharded too.
+  const std::string lora = set + " --set lora.enabled=true --set lora.rank=8";
+  ASSERT_EQ(headroom(0, "plan", lora + " --set run.name=lora1").code, 0);
+  const ModelState whole =
+      model_state(TraceReader::open((dir_ / "results/lora1/plan.rank0.h5").string()));
+  EXPECT_LT(whole.grad, base.grad / 10) << "adapters only";
+  EXPECT_EQ(whole.optim, 6 * whole.grad) << "12 bytes of state per 2-byte adapter gradient";
+  ASSERT_EQ(
+      headroom(0, "plan", lora + " --set zero.stage=3 --world-size 2 --set run.name=lora3").code,
+      0);
+  const uint64_t lora_groups = 10;  // embed, 4 blocks, head; 4 adapter groups
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE("LoRA, stage 3, rank " + std::to_string(rank));
+    const ModelState state = model_state(TraceReader::open(
+        (dir_ / "results/lora3" / ("plan.rank" + std::to_string(rank) + ".h5")).string()));
+    for (auto [got, all, bytes] :
+         {std::tuple{state.param, whole.param, 2}, std::tuple{state.grad, whole.grad, 2},
+          std::tuple{state.optim, whole.optim, 12}}) {
+      EXPECT_GE(got + bytes * lora_groups * 2, all / 2);
+      EXPECT_LE(got, all / 2 + bytes * lora_groups * 2);
+    }
+  }
+
   // Offloaded, the 12Ψ/N leave the device for host memory.
   Result offload = headroom(0, "plan",
                             set +
@@ -375,6 +400,16 @@ TEST_F(Mpi, ARankThatRunsOutOfMemoryEndsTheJobWithItsPostmortem) {
   EXPECT_NE(report.find("traces side by side"), std::string::npos) << report;
   EXPECT_NE(report.find("trace.rank1.h5"), std::string::npos) << report;
   EXPECT_NE(report.find("OUT OF MEMORY at step"), std::string::npos) << report;
+}
+
+// srun without an MPI plugin starts N tasks that would each train alone and
+// write over one another's traces: refused, saying what to add.
+TEST_F(Mpi, SrunWithoutAnMpiPluginIsRefused) {
+  Result r = run_headroom("train --set run.steps=1", "SLURM_STEP_NUM_TASKS=2 ");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("srun started 2 tasks without an MPI plugin"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--mpi=pmix"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "results"));
 }
 
 TEST_F(Mpi, AnErrorOnAnyRankEndsTheJobWithTheRankNamed) {

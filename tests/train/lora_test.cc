@@ -15,37 +15,18 @@
 #include "model/transformer.h"
 #include "model/weights.h"
 #include "train/optimizer.h"
+#include "train_test_util.h"
 #include "util/error.h"
 
 namespace headroom {
 namespace {
 
-ModelConfig tiny(bool tied) {
-  ModelConfig c;
-  c.name = "test";
-  c.architecture = "Qwen3ForCausalLM";
-  c.vocab_size = 23;
-  c.hidden_size = 12;
-  c.intermediate_size = 20;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 6;
-  c.qk_norm = true;
-  c.tie_word_embeddings = tied;
-  return c;
-}
+using testing::CpuRun;
+using testing::loss_of;
+using testing::make_batch;
 
-Batch make_batch(int64_t vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Batch b;
-  for (int64_t len : {9, 14, 1}) {
-    std::vector<int32_t> doc(static_cast<size_t>(len));
-    for (auto& t : doc)
-      t = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
-    append_document(b, doc.data(), len);
-  }
-  return b;
+ModelConfig tiny(bool tied) {
+  return testing::tiny_decoder(true, false, tied);
 }
 
 const std::vector<LoraTarget> kAllTargets = {kLoraQ,    kLoraK,  kLoraV,   kLoraO,
@@ -62,21 +43,6 @@ TransformerOptions lora_options(std::vector<LoraTarget> targets, float dropout) 
   o.lora.targets = std::move(targets);
   o.lora.seed = 17;
   return o;
-}
-
-struct CpuRun {
-  Allocator allocator{make_host_source(), AllocatorOptions{AllocatorPolicy::kExact, 0}};
-  std::unique_ptr<Backend> backend = make_cpu_backend(allocator);
-};
-
-double loss_of(Transformer& model, Backend& backend, const Batch& batch) {
-  Tensor loss_sum = backend.empty({1}, DType::kF32, Category::kWorkspace, "loss");
-  backend.fill(loss_sum, 0.0f);
-  model.forward_backward(batch, 1.0f / static_cast<float>(batch.counted), loss_sum);
-  model.zero_grads();
-  float host = 0;
-  backend.copy_to_host(loss_sum, &host);
-  return host / static_cast<double>(batch.counted);
 }
 
 // B starts at zero, so at step 0 every adapter adds exactly nothing.
