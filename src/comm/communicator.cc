@@ -36,10 +36,11 @@ class Simulated final : public Communicator {
   }
   void all_reduce_sum(std::span<double>) override {}
   void all_gather_in_place(Tensor&, std::span<const int64_t>) override {}
-  void reduce_scatter_sum_in_place(Backend& backend, Tensor& flat, std::span<const int64_t>,
+  void reduce_scatter_sum_in_place(Backend& backend, Tensor& flat, std::span<const int64_t> counts,
                                    std::string_view tag) override {
     if (flat.dtype() == DType::kF32) return;
-    reduce_through_fp32_buffer(backend, flat, tag, [](Tensor&) {});
+    const auto [begin, end] = piece_of(counts, rank_);
+    reduce_scatter_through_fp32_buffer(backend, flat, begin, end, tag, [](Tensor&) {});
   }
   void broadcast(Tensor&, int) override {}
   void barrier() override {}
@@ -60,6 +61,28 @@ void reduce_through_fp32_buffer(Backend& backend, Tensor& tensor, std::string_vi
   reduce(wide);
   Tensor narrow = backend.cast(wide, DType::kBF16, Category::kComm, name);
   backend.copy(narrow, tensor);
+}
+
+void reduce_scatter_through_fp32_buffer(Backend& backend, Tensor& flat, int64_t begin, int64_t end,
+                                        std::string_view tag,
+                                        const std::function<void(Tensor&)>& reduce) {
+  HR_CHECK(flat.dtype() == DType::kBF16, "only bf16 is widened for a reduction");
+  HR_CHECK(0 <= begin && begin <= end && end <= flat.numel(), "the piece lies in the buffer");
+  const std::string name = std::string(tag) + ".comm";
+  Tensor wide = backend.cast(flat, DType::kF32, Category::kComm, name);
+  reduce(wide);
+  if (begin == end) return;
+  Tensor narrow = backend.cast(wide.rows(begin, end), DType::kBF16, Category::kComm, name);
+  Tensor mine = flat.rows(begin, end);
+  backend.copy(narrow, mine);
+}
+
+std::pair<int64_t, int64_t> piece_of(std::span<const int64_t> counts, int rank) {
+  HR_CHECK(rank >= 0 && static_cast<size_t>(rank) < counts.size(), "one count per rank");
+  int64_t begin = 0;
+  for (int r = 0; r < rank; ++r)
+    begin += counts[static_cast<size_t>(r)];
+  return {begin, begin + counts[static_cast<size_t>(rank)]};
 }
 
 std::unique_ptr<Communicator> make_single_rank_comm() {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <utility>
 
 #include "backend/backend.h"
 
@@ -67,5 +68,17 @@ std::unique_ptr<Communicator> make_simulated_comm(int rank, int world_size);
 // lets `reduce` sum it in place, and narrows the result back into `tensor`.
 void reduce_through_fp32_buffer(Backend& backend, Tensor& tensor, std::string_view tag,
                                 const std::function<void(Tensor&)>& reduce);
+
+// The bf16 path of reduce_scatter_sum_in_place, shared the same way: widens
+// `flat` into an fp32 comm buffer, lets `reduce` reduce-scatter it in place,
+// and narrows only this rank's piece [begin, end) back into `flat` (through a
+// comm buffer of the piece's size: the rest of `flat` is unspecified after a
+// reduce-scatter, so it is not rewritten).
+void reduce_scatter_through_fp32_buffer(Backend& backend, Tensor& flat, int64_t begin, int64_t end,
+                                        std::string_view tag,
+                                        const std::function<void(Tensor&)>& reduce);
+
+// This rank's piece [begin, end) of a buffer cut by `counts` (one per rank).
+std::pair<int64_t, int64_t> piece_of(std::span<const int64_t> counts, int rank);
 
 }  // namespace headroom

@@ -74,7 +74,8 @@ class MpiComm final : public Communicator {
       return;
     }
     HR_CHECK(flat.dtype() == DType::kBF16, "reduce_scatter_sum_in_place takes fp32 or bf16");
-    reduce_through_fp32_buffer(backend, flat, tag, [&](Tensor& wide) {
+    const auto [begin, end] = piece_of(counts, rank_);
+    reduce_scatter_through_fp32_buffer(backend, flat, begin, end, tag, [&](Tensor& wide) {
       reduce_scatter_floats(static_cast<float*>(wide.raw()), wide.numel(), counts);
     });
   }

@@ -157,8 +157,11 @@ class NcclComm final : public Communicator {
     HR_CHECK(flat.dtype() == DType::kBF16, "reduce_scatter_sum_in_place takes fp32 or bf16, not " +
                                                flat.describe() + " " + flat.tag());
     // As in all_reduce_sum, only the allocator is taken from `backend`.
-    reduce_through_device_fp32_buffer(backend.allocator(), flat, tag,
-                                      [&](Tensor& wide) { reduce_scatter_floats(wide, counts); });
+    // Only this rank's piece is narrowed back, as reduce_scatter_through_fp32_buffer does.
+    const auto [begin, end] = piece_of(counts, rank_);
+    reduce_through_device_fp32_buffer(
+        backend.allocator(), flat, tag, [&](Tensor& wide) { reduce_scatter_floats(wide, counts); },
+        begin, end);
   }
 
   void broadcast(Tensor& tensor, int root) override {
@@ -257,24 +260,29 @@ class NcclComm final : public Communicator {
   // in the same order, so plans on meta match runs here. The narrow goes
   // through its own buffer only for that reason; the cast could write
   // `tensor` directly.
+  // [begin, end) is the part narrowed back (a reduce-scatter's piece); the
+  // default, everything (an all-reduce).
   void reduce_through_device_fp32_buffer(Allocator& allocator, Tensor& tensor, std::string_view tag,
-                                         const std::function<void(Tensor&)>& reduce) {
+                                         const std::function<void(Tensor&)>& reduce,
+                                         int64_t begin = 0, int64_t end = -1) {
     use_device();
     const std::string name = std::string(tag) + ".comm";
     const int64_t n = tensor.numel();
+    if (end < 0) end = n;
     Tensor wide = Tensor::empty(allocator, BackendKind::kCuda, tensor.shape(), DType::kF32,
                                 Category::kComm, name);
     check_cuda(cuda::cast_bf16_to_f32(static_cast<const uint16_t*>(tensor.raw()),
                                       static_cast<float*>(wide.raw()), n, stream_),
                where() + "cast_bf16_to_f32(" + name + ", " + tensor.describe() + ")");
     reduce(wide);  // ends with the stream synchronized
-    Tensor narrow = Tensor::empty(allocator, BackendKind::kCuda, tensor.shape(), DType::kBF16,
+    if (begin == end) return;
+    Tensor narrow = Tensor::empty(allocator, BackendKind::kCuda, {end - begin}, DType::kBF16,
                                   Category::kComm, name);
-    check_cuda(cuda::cast_f32_to_bf16(static_cast<const float*>(wide.raw()),
-                                      static_cast<uint16_t*>(narrow.raw()), n, stream_),
+    check_cuda(cuda::cast_f32_to_bf16(static_cast<const float*>(wide.raw()) + begin,
+                                      static_cast<uint16_t*>(narrow.raw()), end - begin, stream_),
                where() + "cast_f32_to_bf16(" + name + ", " + tensor.describe() + ")");
-    check_cuda(cudaMemcpyAsync(tensor.raw(), narrow.raw(), tensor.nbytes(),
-                               cudaMemcpyDeviceToDevice, stream_),
+    check_cuda(cudaMemcpyAsync(static_cast<uint16_t*>(tensor.raw()) + begin, narrow.raw(),
+                               narrow.nbytes(), cudaMemcpyDeviceToDevice, stream_),
                where() + "cudaMemcpyAsync(" + name + " -> " + tensor.tag() + ")");
     // Before `narrow` and `wide` go back to the allocator, which may hand
     // their memory to work on another stream.

@@ -12,7 +12,8 @@
 // Allocations match the other communicators (see communicator.h): fp32
 // reductions, gathers and broadcasts allocate nothing; a bf16 reduction
 // widens into an fp32 comm buffer ("<tag>.comm"), reduces it and narrows it
-// back through a bf16 comm buffer, exactly as reduce_through_fp32_buffer
+// back through a bf16 comm buffer (a reduce-scatter only this rank's piece),
+// exactly as reduce_through_fp32_buffer / reduce_scatter_through_fp32_buffer
 // does, so a plan on the meta backend with the simulated communicator makes
 // the same allocations as a run on this one. NCCL counts are size_t: no
 // piece needs splitting (unlike MPI's int counts).
