@@ -14,6 +14,7 @@
 #include "model/safetensors.h"
 #include "model/transformer.h"
 #include "model/weights.h"
+#include "test_util/temp_dir.h"
 #include "train/optimizer.h"
 #include "train_test_util.h"
 #include "util/error.h"
@@ -222,17 +223,6 @@ TEST(Lora, MetaMakesExactlyTheCpuAllocationsWithAdaptersUnderTheirOwnTags) {
   }
 }
 
-// A scratch folder under the build tree, removed afterwards.
-struct Scratch {
-  std::filesystem::path dir;
-  explicit Scratch(const std::string& name)
-      : dir(std::filesystem::path(HEADROOM_BINARY_DIR) / "test-scratch" / name) {
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-  }
-  ~Scratch() { std::filesystem::remove_all(dir); }
-};
-
 // Trained-looking adapters: B random instead of zero.
 void randomize_adapters(Transformer& model, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -247,23 +237,22 @@ void randomize_adapters(Transformer& model, uint64_t seed) {
 // PEFT's layout both ways: what save_adapter writes, load_adapter reads back
 // bit for bit; the names are PEFT's and the base's tensors are not in it.
 TEST(Lora, AdaptersSavedInPeftsLayoutLoadBackExactly) {
-  Scratch scratch("lora_adapters");
+  testing::TempDir scratch;
   CpuRun a, b;
   const TransformerOptions options = lora_options(kAllTargets, 0.0f);
   Transformer trained(*a.backend, tiny(false), options), fresh(*b.backend, tiny(false), options);
   trained.init_random(7);
   randomize_adapters(trained, 5);
   fresh.init_random(7);
-  save_adapter(*a.backend, trained, scratch.dir.string(), "base.safetensors");
-  load_adapter(*b.backend, fresh, scratch.dir.string());
+  save_adapter(*a.backend, trained, scratch.path(), "base.safetensors");
+  load_adapter(*b.backend, fresh, scratch.path());
   for (size_t g = 0; g < trained.params().size(); ++g) {
     const Tensor& x = trained.params()[g].flat;
     const Tensor& y = fresh.params()[g].flat;
     for (int64_t i = 0; i < x.numel(); ++i)
       ASSERT_EQ(x.data<float>()[i], y.data<float>()[i]) << trained.layouts()[g].name << " " << i;
   }
-  const SafetensorsIndex index =
-      SafetensorsIndex::open((scratch.dir / "adapter_model.safetensors").string());
+  const SafetensorsIndex index = SafetensorsIndex::open(scratch.file("adapter_model.safetensors"));
   EXPECT_EQ(index.entries().size(), 2u * 7u * 2u) << "A and B of 7 targets in 2 layers";
   const SafetensorsEntry& q_a =
       index.at("base_model.model.model.layers.1.self_attn.q_proj.lora_A.weight");
@@ -278,7 +267,7 @@ TEST(Lora, AdaptersSavedInPeftsLayoutLoadBackExactly) {
   CpuRun c;
   Transformer wrong(*c.backend, tiny(false), other);
   try {
-    load_adapter(*c.backend, wrong, scratch.dir.string());
+    load_adapter(*c.backend, wrong, scratch.path());
     FAIL() << "rank 3 adapters loaded into a rank 4 model";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("adapter_config.json: r is 3"), std::string::npos)
@@ -289,7 +278,7 @@ TEST(Lora, AdaptersSavedInPeftsLayoutLoadBackExactly) {
 // export --merge: the merged base alone computes what base and adapters
 // computed together, written in Hugging Face's layout.
 TEST(Lora, AMergedModelComputesWhatBaseAndAdaptersDid) {
-  Scratch scratch("lora_merge");
+  testing::TempDir scratch;
   CpuRun a, b;
   Transformer adapted(*a.backend, tiny(true), lora_options(kAllTargets, 0.0f));
   adapted.init_random(7);
@@ -297,12 +286,12 @@ TEST(Lora, AMergedModelComputesWhatBaseAndAdaptersDid) {
   const Batch batch = make_batch(23, 3);
   const double before = loss_of(adapted, *a.backend, batch);
   adapted.merge_adapters();
-  save_checkpoint(*a.backend, adapted, scratch.dir.string());
+  save_checkpoint(*a.backend, adapted, scratch.path());
   TransformerOptions plain;
   plain.attention_block_size = 4;
   plain.loss.chunk_size = 5;
   Transformer merged(*b.backend, tiny(true), plain);
-  load_weights(*b.backend, merged, scratch.dir.string());
+  load_weights(*b.backend, merged, scratch.path());
   const double after = loss_of(merged, *b.backend, batch);
   EXPECT_NE(before, loss_of(adapted, *a.backend, batch)) << "the adapters changed the loss";
   EXPECT_NEAR(after, before, 1e-5 * before);
