@@ -4,16 +4,16 @@
 #include <filesystem>
 #include <utility>
 
-#include "data/hdf5_handle.h"
 #include "util/error.h"
+#include "util/hdf5/hdf5_handle.h"
 
 namespace headroom {
 
-using data_detail::check_usage;
-using data_detail::describe_type;
-using data_detail::fail_usage;
-using data_detail::Hid;
-using data_detail::QuietHdf5Errors;
+using hdf5::check_usage;
+using hdf5::describe_type;
+using hdf5::fail_usage;
+using hdf5::Hid;
+using hdf5::QuietHdf5Errors;
 
 namespace {
 
@@ -87,13 +87,13 @@ void read_slab(hid_t dataset, hid_t mem_type, int64_t start, int64_t count, void
 }
 
 int64_t required_int(hid_t file, const std::string& path, const char* name) {
-  std::optional<int64_t> value = data_detail::read_int64_attribute(file, name, path);
+  std::optional<int64_t> value = hdf5::read_int64_attribute(file, name, path);
   if (!value) throw UsageError(path + ": missing attribute " + name + " (see docs/data-format.md)");
   return *value;
 }
 
 std::string required_string(hid_t file, const std::string& path, const char* name) {
-  std::optional<std::string> value = data_detail::read_string_attribute(file, name, path);
+  std::optional<std::string> value = hdf5::read_string_attribute(file, name, path);
   if (!value) throw UsageError(path + ": missing attribute " + name + " (see docs/data-format.md)");
   return *value;
 }
@@ -121,7 +121,7 @@ TokenDatasetAttributes read_attributes(hid_t file, const std::string& path) {
   }
   a.tokenizer = required_string(file, path, "tokenizer");
   a.created_by = required_string(file, path, "created_by");
-  a.source_entropy_nats = data_detail::read_double_attribute(file, "source_entropy_nats", path);
+  a.source_entropy_nats = hdf5::read_double_attribute(file, "source_entropy_nats", path);
   if (a.source_entropy_nats && !(*a.source_entropy_nats >= 0.0))
     throw UsageError(path + ": source_entropy_nats = " + std::to_string(*a.source_entropy_nats) +
                      ": an entropy is a non-negative number");

@@ -5,15 +5,15 @@
 #include <utility>
 #include <vector>
 
-#include "data/hdf5_handle.h"
 #include "util/error.h"
+#include "util/hdf5/hdf5_handle.h"
 
 namespace headroom {
 
-using data_detail::check_internal;
-using data_detail::check_usage;
-using data_detail::Hid;
-using data_detail::QuietHdf5Errors;
+using hdf5::check_internal;
+using hdf5::check_usage;
+using hdf5::Hid;
+using hdf5::QuietHdf5Errors;
 
 namespace {
 
@@ -45,21 +45,10 @@ Hid create_vector(hid_t file, const char* name, hid_t file_type, hsize_t chunk,
       what));
 }
 
+// Appends `count` elements after the `written` already in `table`.
 void append(hid_t dataset, hid_t mem_type, const void* data, int64_t& written, size_t count,
-            const std::string& path, const char* name) {
-  if (count == 0) return;
-  const std::string what = std::string("cannot append to /") + name;
-  const hsize_t new_size[1] = {static_cast<hsize_t>(written) + count};
-  check_internal(H5Dset_extent(dataset, new_size), path, what);
-  Hid file_space(check_internal(H5Dget_space(dataset), path, what));
-  const hsize_t start[1] = {static_cast<hsize_t>(written)};
-  const hsize_t counts[1] = {count};
-  check_internal(
-      H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, counts, nullptr), path,
-      what);
-  Hid mem_space(check_internal(H5Screate_simple(1, counts, nullptr), path, what));
-  check_internal(H5Dwrite(dataset, mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, data),
-                 path, what);
+            const std::string& path, const char* table) {
+  hdf5::append_rows(dataset, mem_type, data, static_cast<hsize_t>(written), count, path, table);
   written += static_cast<int64_t>(count);
 }
 
@@ -89,18 +78,18 @@ struct TokenDatasetWriter::State {
 
   void flush_tokens() {
     append(tokens.get(), H5T_NATIVE_INT32, token_buffer.data(), tokens_written, token_buffer.size(),
-           tmp_path, "tokens");
+           tmp_path, "/tokens");
     token_buffer.clear();
     if (with_mask) {
       append(mask.get(), H5T_NATIVE_UINT8, mask_buffer.data(), masks_written, mask_buffer.size(),
-             tmp_path, "loss_mask");
+             tmp_path, "/loss_mask");
       mask_buffer.clear();
     }
   }
 
   void flush_offsets() {
     append(offsets.get(), H5T_NATIVE_INT64, offset_buffer.data(), offsets_written,
-           offset_buffer.size(), tmp_path, "offsets");
+           offset_buffer.size(), tmp_path, "/offsets");
     offset_buffer.clear();
   }
 };
@@ -195,21 +184,19 @@ void TokenDatasetWriter::finish() {
   s.flush_tokens();
   s.flush_offsets();
   const hid_t file = s.file.get();
-  data_detail::write_int64_attribute(file, "format_version", TokenDataset::kFormatVersion,
-                                     s.tmp_path);
-  data_detail::write_int64_attribute(file, "vocab_size", a.vocab_size, s.tmp_path);
-  data_detail::write_int64_attribute(file, "eos_id", a.eos_id, s.tmp_path);
-  data_detail::write_int64_attribute(file, "bos_id", a.bos_id, s.tmp_path);
-  data_detail::write_string_attribute(file, "tokenizer", a.tokenizer, s.tmp_path);
-  data_detail::write_string_attribute(file, "created_by", a.created_by, s.tmp_path);
+  hdf5::write_int64_attribute(file, "format_version", TokenDataset::kFormatVersion, s.tmp_path);
+  hdf5::write_int64_attribute(file, "vocab_size", a.vocab_size, s.tmp_path);
+  hdf5::write_int64_attribute(file, "eos_id", a.eos_id, s.tmp_path);
+  hdf5::write_int64_attribute(file, "bos_id", a.bos_id, s.tmp_path);
+  hdf5::write_string_attribute(file, "tokenizer", a.tokenizer, s.tmp_path);
+  hdf5::write_string_attribute(file, "created_by", a.created_by, s.tmp_path);
   if (a.source_entropy_nats)
-    data_detail::write_double_attribute(file, "source_entropy_nats", *a.source_entropy_nats,
-                                        s.tmp_path);
+    hdf5::write_double_attribute(file, "source_entropy_nats", *a.source_entropy_nats, s.tmp_path);
   bool closed = s.mask.reset();
   closed = s.offsets.reset() && closed;
   closed = s.tokens.reset() && closed;
   closed = s.file.reset() && closed;
-  if (!closed) data_detail::fail_internal(s.tmp_path, "cannot close token dataset");
+  if (!closed) hdf5::fail_internal(s.tmp_path, "cannot close token dataset");
   // rename() within one folder replaces `path` atomically: a reader sees the
   // old file or the whole new one, never a prefix.
   std::error_code error;

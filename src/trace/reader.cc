@@ -6,18 +6,18 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "trace/hdf5_util.h"
 #include "trace/schema.h"
 #include "util/error.h"
+#include "util/hdf5/hdf5_handle.h"
 
 namespace headroom {
 
-using trace_detail::check;
-using trace_detail::FailAs;
-using trace_detail::Hid;
+using hdf5::check_usage;
+using hdf5::Hid;
 
 struct TraceReader::Impl {
   std::string path;
@@ -39,23 +39,22 @@ namespace {
 
 Hid open_table(hid_t file, const char* name, const std::string& path) {
   if (H5Lexists(file, name, H5P_DEFAULT) <= 0) not_a_trace(path, std::string("no ") + name);
-  return Hid(check(H5Dopen2(file, name, H5P_DEFAULT), FailAs::kUsage, path,
-                   std::string("cannot open ") + name));
+  return Hid(
+      check_usage(H5Dopen2(file, name, H5P_DEFAULT), path, std::string("cannot open ") + name));
 }
 
 std::string required_string(hid_t root, const char* name, const std::string& path) {
-  if (!trace_detail::has_attribute(root, name))
-    not_a_trace(path, std::string("no attribute ") + name + " on /");
-  return trace_detail::read_string_attribute(root, name, path);
+  std::optional<std::string> value = hdf5::read_string_attribute(root, name, path);
+  if (!value) not_a_trace(path, std::string("no attribute ") + name + " on /");
+  return *value;
 }
 
 template <typename T>
 T required_scalar(hid_t object, const char* name, hid_t mem_type, const std::string& path,
                   const char* where) {
-  if (!trace_detail::has_attribute(object, name))
-    not_a_trace(path, std::string("no attribute ") + name + " on " + where);
   T value{};
-  trace_detail::read_scalar_attribute(object, name, mem_type, &value, path);
+  if (!hdf5::read_scalar_attribute(object, name, mem_type, &value, path))
+    not_a_trace(path, std::string("no attribute ") + name + " on " + where);
   return value;
 }
 
@@ -78,7 +77,7 @@ TraceReader::TraceReader(TraceReader&&) noexcept = default;
 TraceReader& TraceReader::operator=(TraceReader&&) noexcept = default;
 
 TraceReader TraceReader::open(const std::string& path) {
-  trace_detail::QuietHdf5Errors quiet;
+  hdf5::QuietHdf5Errors quiet;
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0)
     throw UsageError(path + ": cannot open trace: " + std::strerror(errno));
@@ -96,20 +95,20 @@ TraceReader TraceReader::open(const std::string& path) {
   r.path = path;
   r.types = trace_detail::make_trace_types();
 
-  Hid access(check(H5Pcreate(H5P_FILE_ACCESS), FailAs::kUsage, path, "cannot open trace"));
+  Hid access(check_usage(H5Pcreate(H5P_FILE_ACCESS), path, "cannot open trace"));
 #if H5_VERSION_GE(1, 10, 7)
   // A live run's trace must be readable; the writer does not lock it either.
-  check(H5Pset_file_locking(access.get(), false, true), FailAs::kUsage, path, "cannot open trace");
+  check_usage(H5Pset_file_locking(access.get(), false, true), path, "cannot open trace");
 #endif
   r.file = Hid(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()));
   if (!r.file.valid()) {
-    std::string reason = trace_detail::hdf5_reason();
+    std::string reason = hdf5::hdf5_reason();
     H5Eclear2(H5E_DEFAULT);
     not_a_trace(path, "HDF5 cannot open it: " + reason);
   }
 
   hid_t root = r.file.get();
-  if (!trace_detail::has_attribute(root, "schema_version"))
+  if (!hdf5::has_attribute(root, "schema_version"))
     not_a_trace(path, "no attribute schema_version on /");
   TraceHeader& h = r.header;
   h.schema_version = required_scalar<int32_t>(root, "schema_version", H5T_NATIVE_INT32, path, "/");
@@ -135,7 +134,7 @@ TraceReader TraceReader::open(const std::string& path) {
   r.events = open_table(root, trace_detail::kEventsTable, path);
   r.tags = open_table(root, trace_detail::kTagsTable, path);
   r.phase_peaks = open_table(root, trace_detail::kPhasePeaksTable, path);
-  if (trace_detail::has_attribute(r.events.get(), "recorded")) {
+  if (hdf5::has_attribute(r.events.get(), "recorded")) {
     r.events_recorded = required_scalar<int8_t>(r.events.get(), "recorded", r.types.boolean.get(),
                                                 path, trace_detail::kEventsTable) != 0;
   }
@@ -150,17 +149,17 @@ const TraceHeader& TraceReader::header() const {
 }
 
 uint64_t TraceReader::num_steps() const {
-  trace_detail::QuietHdf5Errors quiet;
-  return trace_detail::num_rows(impl_->steps.get(), impl_->path, trace_detail::kStepsTable);
+  hdf5::QuietHdf5Errors quiet;
+  return hdf5::num_rows(impl_->steps.get(), impl_->path, trace_detail::kStepsTable);
 }
 
 std::vector<StepRecord> TraceReader::steps() const {
-  trace_detail::QuietHdf5Errors quiet;
+  hdf5::QuietHdf5Errors quiet;
   const Impl& r = *impl_;
-  hsize_t n = trace_detail::num_rows(r.steps.get(), r.path, trace_detail::kStepsTable);
+  hsize_t n = hdf5::num_rows(r.steps.get(), r.path, trace_detail::kStepsTable);
   std::vector<trace_detail::StepRow> rows(n);
-  trace_detail::read_rows(r.steps.get(), r.types.step_mem.get(), rows.data(), 0, n, r.path,
-                          trace_detail::kStepsTable);
+  hdf5::read_rows(r.steps.get(), r.types.step_mem.get(), rows.data(), 0, n, r.path,
+                  trace_detail::kStepsTable);
   std::vector<StepRecord> out;
   out.reserve(n);
   for (const trace_detail::StepRow& row : rows) {
@@ -185,12 +184,12 @@ std::vector<StepRecord> TraceReader::steps() const {
 }
 
 std::vector<PhasePeakRecord> TraceReader::phase_peaks() const {
-  trace_detail::QuietHdf5Errors quiet;
+  hdf5::QuietHdf5Errors quiet;
   const Impl& r = *impl_;
-  hsize_t n = trace_detail::num_rows(r.phase_peaks.get(), r.path, trace_detail::kPhasePeaksTable);
+  hsize_t n = hdf5::num_rows(r.phase_peaks.get(), r.path, trace_detail::kPhasePeaksTable);
   std::vector<trace_detail::PhasePeakRow> rows(n);
-  trace_detail::read_rows(r.phase_peaks.get(), r.types.phase_peak_mem.get(), rows.data(), 0, n,
-                          r.path, trace_detail::kPhasePeaksTable);
+  hdf5::read_rows(r.phase_peaks.get(), r.types.phase_peak_mem.get(), rows.data(), 0, n, r.path,
+                  trace_detail::kPhasePeaksTable);
   std::vector<PhasePeakRecord> out;
   out.reserve(n);
   for (const trace_detail::PhasePeakRow& row : rows) {
@@ -202,12 +201,12 @@ std::vector<PhasePeakRecord> TraceReader::phase_peaks() const {
 }
 
 std::vector<std::string> TraceReader::tags() const {
-  trace_detail::QuietHdf5Errors quiet;
+  hdf5::QuietHdf5Errors quiet;
   const Impl& r = *impl_;
-  hsize_t n = trace_detail::num_rows(r.tags.get(), r.path, trace_detail::kTagsTable);
+  hsize_t n = hdf5::num_rows(r.tags.get(), r.path, trace_detail::kTagsTable);
   std::vector<char*> raw(n, nullptr);
-  trace_detail::read_rows(r.tags.get(), r.types.string.get(), raw.data(), 0, n, r.path,
-                          trace_detail::kTagsTable);
+  hdf5::read_rows(r.tags.get(), r.types.string.get(), raw.data(), 0, n, r.path,
+                  trace_detail::kTagsTable);
   std::vector<std::string> out;
   out.reserve(n);
   for (char* text : raw) {
@@ -222,8 +221,8 @@ bool TraceReader::events_recorded() const {
 }
 
 uint64_t TraceReader::num_events() const {
-  trace_detail::QuietHdf5Errors quiet;
-  return trace_detail::num_rows(impl_->events.get(), impl_->path, trace_detail::kEventsTable);
+  hdf5::QuietHdf5Errors quiet;
+  return hdf5::num_rows(impl_->events.get(), impl_->path, trace_detail::kEventsTable);
 }
 
 void TraceReader::for_each_event_batch(
@@ -237,9 +236,9 @@ void TraceReader::for_each_event_batch(
     uint64_t count = std::min(batch_rows, total - start);
     batch.resize(count);
     {
-      trace_detail::QuietHdf5Errors quiet;
-      trace_detail::read_rows(r.events.get(), r.types.event_mem.get(), batch.data(), start, count,
-                              r.path, trace_detail::kEventsTable);
+      hdf5::QuietHdf5Errors quiet;
+      hdf5::read_rows(r.events.get(), r.types.event_mem.get(), batch.data(), start, count, r.path,
+                      trace_detail::kEventsTable);
     }
     for (uint64_t i = 0; i < count; ++i)
       check_event(batch[i], start + i, r.path);
@@ -265,15 +264,15 @@ Postmortem TraceReader::oom() const {
   const std::string& path = r.path;
   if (!has_oom())
     throw UsageError(path + ": the trace has no /oom (the run did not run out of memory)");
-  trace_detail::QuietHdf5Errors quiet;
-  Hid group(check(H5Gopen2(r.file.get(), trace_detail::kOomGroup, H5P_DEFAULT), FailAs::kUsage,
-                  path, "cannot open /oom"));
+  hdf5::QuietHdf5Errors quiet;
+  Hid group(check_usage(H5Gopen2(r.file.get(), trace_detail::kOomGroup, H5P_DEFAULT), path,
+                        "cannot open /oom"));
   hid_t g = group.get();
   const char* where = trace_detail::kOomGroup;
   auto string_attr = [&](const char* name) {
-    if (!trace_detail::has_attribute(g, name))
-      throw UsageError(path + ": /oom has no attribute " + name);
-    return trace_detail::read_string_attribute(g, name, path);
+    std::optional<std::string> value = hdf5::read_string_attribute(g, name, path);
+    if (!value) throw UsageError(path + ": /oom has no attribute " + name);
+    return *value;
   };
   auto u64 = [&](const char* name) {
     return required_scalar<uint64_t>(g, name, H5T_NATIVE_UINT64, path, where);
@@ -303,10 +302,10 @@ Postmortem TraceReader::oom() const {
       required_scalar<int8_t>(g, "capacity_limited", r.types.boolean.get(), path, where) != 0;
 
   Hid top = open_table(r.file.get(), trace_detail::kTopBlocksTable, path);
-  hsize_t n = trace_detail::num_rows(top.get(), path, trace_detail::kTopBlocksTable);
+  hsize_t n = hdf5::num_rows(top.get(), path, trace_detail::kTopBlocksTable);
   std::vector<trace_detail::TopBlockRow> rows(n);
-  trace_detail::read_rows(top.get(), r.types.top_block_mem.get(), rows.data(), 0, n, path,
-                          trace_detail::kTopBlocksTable);
+  hdf5::read_rows(top.get(), r.types.top_block_mem.get(), rows.data(), 0, n, path,
+                  trace_detail::kTopBlocksTable);
   for (const trace_detail::TopBlockRow& row : rows) {
     pm.largest_live.push_back(LiveBlock{row.bytes, row.tag != nullptr ? row.tag : "", row.category,
                                         row.phase, row.layer, row.step});
@@ -318,10 +317,10 @@ Postmortem TraceReader::oom() const {
   }
 
   Hid live = open_table(r.file.get(), trace_detail::kLiveByCategoryTable, path);
-  hsize_t m = trace_detail::num_rows(live.get(), path, trace_detail::kLiveByCategoryTable);
+  hsize_t m = hdf5::num_rows(live.get(), path, trace_detail::kLiveByCategoryTable);
   std::vector<trace_detail::LiveRow> live_rows(m);
-  trace_detail::read_rows(live.get(), r.types.live_mem.get(), live_rows.data(), 0, m, path,
-                          trace_detail::kLiveByCategoryTable);
+  hdf5::read_rows(live.get(), r.types.live_mem.get(), live_rows.data(), 0, m, path,
+                  trace_detail::kLiveByCategoryTable);
   for (const trace_detail::LiveRow& row : live_rows) {
     if (static_cast<int>(row.category) >= kNumCategories)
       throw UsageError(path + ": /oom/live_by_category: category out of range");

@@ -10,12 +10,14 @@
 
 namespace headroom::trace_detail {
 
+using hdf5::Hid;
+
 namespace {
 
 constexpr const char* kTypes = "(trace schema)";
 
 hid_t checked(hid_t id, const char* what) {
-  return check(id, FailAs::kInternal, kTypes, what);
+  return hdf5::check_internal(id, kTypes, what);
 }
 
 // An enum whose names are what users see in h5py (h5py.check_enum_dtype) and
@@ -94,7 +96,7 @@ TraceTypes make_trace_types() {
   t.category = make_enum(H5T_NATIVE_UINT8, kAllCategories, category_name);
   t.phase = make_enum(H5T_NATIVE_UINT8, kAllPhases, phase_name);
   t.boolean = make_bool();
-  t.string = utf8_string_type();
+  t.string = hdf5::utf8_string_type(kTypes);
 
   // The events table is MemoryEvent itself in memory: on_memory_event only
   // copies the struct, and H5Dwrite packs it.

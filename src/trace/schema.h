@@ -7,7 +7,7 @@
 
 #include "memory/category.h"
 #include "memory/event.h"
-#include "trace/hdf5_util.h"
+#include "util/hdf5/hdf5_handle.h"
 
 namespace headroom::trace_detail {
 
@@ -73,16 +73,16 @@ struct LiveRow {
 // Every HDF5 type the trace uses. `*_mem` describe the structs above (and
 // MemoryEvent itself); `*_file` are the same members packed, as stored.
 struct TraceTypes {
-  Hid action;    // enum u8: alloc, free, segment_alloc, segment_free, oom
-  Hid category;  // enum u8: name_of(Category)
-  Hid phase;     // enum u8: name_of(Phase)
-  Hid boolean;   // enum i8 FALSE/TRUE: what h5py reads as numpy bool
-  Hid string;    // variable-length UTF-8
-  Hid event_mem, event_file;
-  Hid step_mem, step_file;
-  Hid phase_peak_mem, phase_peak_file;
-  Hid top_block_mem, top_block_file;
-  Hid live_mem, live_file;
+  hdf5::Hid action;    // enum u8: alloc, free, segment_alloc, segment_free, oom
+  hdf5::Hid category;  // enum u8: name_of(Category)
+  hdf5::Hid phase;     // enum u8: name_of(Phase)
+  hdf5::Hid boolean;   // enum i8 FALSE/TRUE: what h5py reads as numpy bool
+  hdf5::Hid string;    // variable-length UTF-8
+  hdf5::Hid event_mem, event_file;
+  hdf5::Hid step_mem, step_file;
+  hdf5::Hid phase_peak_mem, phase_peak_file;
+  hdf5::Hid top_block_mem, top_block_file;
+  hdf5::Hid live_mem, live_file;
 };
 
 // Throws InternalError if HDF5 cannot build a type (a broken library).

@@ -4,17 +4,17 @@
 #include <string>
 #include <vector>
 
-#include "trace/hdf5_util.h"
 #include "trace/schema.h"
 #include "util/error.h"
+#include "util/hdf5/hdf5_handle.h"
 #include "util/log.h"
 
 namespace headroom {
 
-using trace_detail::append_rows;
-using trace_detail::check;
-using trace_detail::FailAs;
-using trace_detail::Hid;
+using hdf5::append_rows;
+using hdf5::check_internal;
+using hdf5::check_usage;
+using hdf5::Hid;
 
 struct TraceWriter::Impl {
   std::string path;
@@ -53,23 +53,22 @@ struct TraceWriter::Impl {
 namespace {
 
 Hid create_file(const std::string& path) {
-  Hid access(check(H5Pcreate(H5P_FILE_ACCESS), FailAs::kUsage, path, "cannot create trace file"));
+  Hid access(check_usage(H5Pcreate(H5P_FILE_ACCESS), path, "cannot create trace file"));
 #if H5_VERSION_GE(1, 10, 7)
   // Without this, HDF5 holds an exclusive lock for the whole run and a user
   // cannot look at a live trace with h5py. Consistency between flushes comes
   // from writer.h's discipline, not from the lock.
-  check(H5Pset_file_locking(access.get(), false, true), FailAs::kUsage, path,
-        "cannot create trace file");
+  check_usage(H5Pset_file_locking(access.get(), false, true), path, "cannot create trace file");
 #endif
-  return Hid(check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()),
-                   FailAs::kUsage, path, "cannot create trace file"));
+  return Hid(check_usage(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()), path,
+                         "cannot create trace file"));
 }
 
 }  // namespace
 
 void TraceWriter::Impl::write_header(const TraceHeader& header) {
-  using trace_detail::write_scalar_attribute;
-  using trace_detail::write_string_attribute;
+  using hdf5::write_scalar_attribute;
+  using hdf5::write_string_attribute;
   hid_t root = file.get();
   const int32_t schema_version = kTraceSchemaVersion;
   write_scalar_attribute(root, "schema_version", H5T_NATIVE_INT32, &schema_version, path);
@@ -118,7 +117,7 @@ void TraceWriter::Impl::write_tags(const std::vector<std::string>& all_tags) {
 }
 
 void TraceWriter::Impl::flush_file() {
-  check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), FailAs::kInternal, path, "cannot flush");
+  check_internal(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), path, "cannot flush");
 }
 
 void TraceWriter::Impl::commit(const std::vector<std::string>* all_tags) {
@@ -133,7 +132,7 @@ void TraceWriter::Impl::commit(const std::vector<std::string>* all_tags) {
 TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header,
                          bool record_memory_events)
     : impl_(std::make_unique<Impl>()) {
-  trace_detail::QuietHdf5Errors quiet;
+  hdf5::QuietHdf5Errors quiet;
   Impl& w = *impl_;
   w.path = path;
   w.record_events = record_memory_events;
@@ -143,17 +142,16 @@ TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header,
 
   // Every table is unfiltered: see create_table for why compression and
   // crash consistency do not mix here. Chunk sizes are in schema.h.
-  using trace_detail::create_table;
+  using hdf5::create_table;
   w.steps = create_table(w.file.get(), trace_detail::kStepsTable, w.types.step_file.get(),
                          trace_detail::kStepChunkRows, path);
-  Hid memory(check(
+  Hid memory(check_internal(
       H5Gcreate2(w.file.get(), trace_detail::kMemoryGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-      FailAs::kInternal, path, "cannot create /memory"));
+      path, "cannot create /memory"));
   w.events = create_table(w.file.get(), trace_detail::kEventsTable, w.types.event_file.get(),
                           trace_detail::kEventChunkRows, path);
   const int8_t recorded = record_memory_events ? 1 : 0;
-  trace_detail::write_scalar_attribute(w.events.get(), "recorded", w.types.boolean.get(), &recorded,
-                                       path);
+  hdf5::write_scalar_attribute(w.events.get(), "recorded", w.types.boolean.get(), &recorded, path);
   w.tags = create_table(w.file.get(), trace_detail::kTagsTable, w.types.string.get(),
                         trace_detail::kTagChunkRows, path);
   w.phase_peaks =
@@ -206,7 +204,7 @@ void TraceWriter::append_step(const StepRecord& step,
 void TraceWriter::flush(const std::vector<std::string>& tags) {
   Impl& w = *impl_;
   HR_CHECK(w.file.valid(), w.path + ": flush after close");
-  trace_detail::QuietHdf5Errors quiet;
+  hdf5::QuietHdf5Errors quiet;
   w.commit(&tags);
 }
 
@@ -214,14 +212,14 @@ void TraceWriter::write_oom(const Postmortem& pm) {
   Impl& w = *impl_;
   HR_CHECK(w.file.valid(), w.path + ": write_oom after close");
   HR_CHECK(!w.oom_written, w.path + ": a second OOM postmortem for the same trace");
-  trace_detail::QuietHdf5Errors quiet;
-  using trace_detail::write_scalar_attribute;
-  using trace_detail::write_string_attribute;
+  hdf5::QuietHdf5Errors quiet;
+  using hdf5::write_scalar_attribute;
+  using hdf5::write_string_attribute;
   const std::string& path = w.path;
 
-  Hid oom(check(
+  Hid oom(check_internal(
       H5Gcreate2(w.file.get(), trace_detail::kOomGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-      FailAs::kInternal, path, "cannot create /oom"));
+      path, "cannot create /oom"));
   hid_t g = oom.get();
   write_scalar_attribute(g, "requested_bytes", H5T_NATIVE_UINT64, &pm.requested_bytes, path);
   write_scalar_attribute(g, "rounded_bytes", H5T_NATIVE_UINT64, &pm.rounded_bytes, path);
@@ -245,16 +243,16 @@ void TraceWriter::write_oom(const Postmortem& pm) {
   top.reserve(pm.largest_live.size());
   for (const LiveBlock& b : pm.largest_live)
     top.push_back({b.bytes, b.tag.c_str(), b.category, b.phase, b.layer, b.step});
-  Hid top_table = trace_detail::create_table(w.file.get(), trace_detail::kTopBlocksTable,
-                                             w.types.top_block_file.get(), 16, path);
+  Hid top_table = hdf5::create_table(w.file.get(), trace_detail::kTopBlocksTable,
+                                     w.types.top_block_file.get(), 16, path);
   append_rows(top_table.get(), w.types.top_block_mem.get(), top.data(), 0, top.size(), path,
               trace_detail::kTopBlocksTable);
 
   std::vector<trace_detail::LiveRow> live;
   for (Category c : kAllCategories)
     live.push_back({c, pm.live_by_category[static_cast<int>(c)]});
-  Hid live_table = trace_detail::create_table(w.file.get(), trace_detail::kLiveByCategoryTable,
-                                              w.types.live_file.get(), kNumCategories, path);
+  Hid live_table = hdf5::create_table(w.file.get(), trace_detail::kLiveByCategoryTable,
+                                      w.types.live_file.get(), kNumCategories, path);
   append_rows(live_table.get(), w.types.live_mem.get(), live.data(), 0, live.size(), path,
               trace_detail::kLiveByCategoryTable);
 
@@ -265,7 +263,7 @@ void TraceWriter::write_oom(const Postmortem& pm) {
 void TraceWriter::close() {
   Impl& w = *impl_;
   if (!w.file.valid()) return;
-  trace_detail::QuietHdf5Errors quiet;
+  hdf5::QuietHdf5Errors quiet;
   std::string error;
   try {
     w.commit(nullptr);
@@ -281,7 +279,7 @@ void TraceWriter::close() {
   for (Hid* handle : {&w.steps, &w.events, &w.tags, &w.phase_peaks, &w.file})
     closed = handle->reset() && closed;  // the file last: it holds the datasets' data
   if (!error.empty()) throw InternalError(error);
-  if (!closed) trace_detail::fail(FailAs::kInternal, w.path, "cannot close trace file");
+  if (!closed) hdf5::fail_internal(w.path, "cannot close trace file");
 }
 
 const std::string& TraceWriter::path() const {

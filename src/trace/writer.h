@@ -13,7 +13,7 @@
 //  - A kill *inside* a flush loses at most that flush. No table is
 //    compressed, so a chunk, once placed, never moves and rewriting the last
 //    one cannot clobber rows an earlier flush made durable (with gzip it
-//    could: see trace_detail::create_table). And flush() writes events, tags
+//    could: see hdf5::create_table). And flush() writes events, tags
 //    and phase peaks, H5Fflush, and only then the step rows, H5Fflush: a
 //    step that is in the file has its memory records in the file.
 //    tests/trace/trace_crash_test.cc kills writers at random moments.
