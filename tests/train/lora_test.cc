@@ -108,33 +108,7 @@ TEST_P(LoraGradients, MatchFiniteDifferences) {
   for (size_t g = 0; g < model.num_base_groups(); ++g)
     EXPECT_FALSE(model.grads()[g].flat.defined()) << "the frozen base has no gradient buffer";
 
-  Tensor loss_sum = run.backend->empty({1}, DType::kF32, Category::kWorkspace, "loss");
-  run.backend->fill(loss_sum, 0.0f);
-  model.forward_backward(batch, 1.0f / static_cast<float>(batch.counted), loss_sum);
-  std::vector<std::vector<float>> analytic(model.params().size());
-  for (size_t g = model.num_base_groups(); g < model.params().size(); ++g) {
-    const Tensor& flat = model.grads()[g].flat;
-    analytic[g].assign(flat.data<float>(), flat.data<float>() + flat.numel());
-  }
-  model.zero_grads();
-
-  std::mt19937_64 rng(11);
-  for (size_t g = model.num_base_groups(); g < model.params().size(); ++g) {
-    FlatGroup& group = model.params()[g];
-    for (int trial = 0; trial < 16; ++trial) {
-      const int64_t i = static_cast<int64_t>(rng() % static_cast<uint64_t>(group.flat.numel()));
-      float* p = group.flat.data<float>() + i;
-      const float saved = *p, h = 1e-3f;
-      *p = saved + h;
-      const double up = loss_of(model, *run.backend, batch);
-      *p = saved - h;
-      const double down = loss_of(model, *run.backend, batch);
-      *p = saved;
-      const double numeric = (up - down) / (2.0 * h);
-      EXPECT_NEAR(analytic[g][static_cast<size_t>(i)], numeric, 2e-3 + 0.03 * std::abs(numeric))
-          << model.layouts()[g].name << " element " << i;
-    }
-  }
+  testing::expect_gradients_match_finite_differences(model, *run.backend, batch, 16);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -3,6 +3,9 @@
 // lengths, a cpu run with an exact allocator, and the mean loss of a batch.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -58,6 +61,43 @@ inline double loss_of(Transformer& model, Backend& backend, const Batch& batch) 
   float host = 0;
   backend.copy_to_host(loss_sum, &host);
   return host / static_cast<double>(batch.counted);
+}
+
+// Every trainable group's gradient from one forward_backward against central
+// differences of the mean loss, at `trials` random elements per group.
+inline void expect_gradients_match_finite_differences(Transformer& model, Backend& backend,
+                                                      const Batch& batch, int trials) {
+  Tensor loss_sum = backend.empty({1}, DType::kF32, Category::kWorkspace, "loss");
+  backend.fill(loss_sum, 0.0f);
+  model.forward_backward(batch, 1.0f / static_cast<float>(batch.counted), loss_sum);
+  std::vector<std::vector<float>> analytic(model.params().size());
+  for (size_t g = 0; g < model.params().size(); ++g) {
+    if (!model.layouts()[g].trainable) continue;
+    const Tensor& flat = model.grads()[g].flat;
+    analytic[g].assign(flat.data<float>(), flat.data<float>() + flat.numel());
+  }
+  model.zero_grads();
+
+  std::mt19937_64 rng(11);
+  for (size_t g = 0; g < model.params().size(); ++g) {
+    if (!model.layouts()[g].trainable) continue;
+    Tensor& flat = model.params()[g].flat;
+    for (int trial = 0; trial < trials; ++trial) {
+      const int64_t i = static_cast<int64_t>(rng() % static_cast<uint64_t>(flat.numel()));
+      float* p = flat.data<float>() + i;
+      const float saved = *p, h = 1e-3f;
+      *p = saved + h;
+      const double up = loss_of(model, backend, batch);
+      *p = saved - h;
+      const double down = loss_of(model, backend, batch);
+      *p = saved;
+      const double numeric = (up - down) / (2.0 * h);
+      // fp32 forward: the loss (~3) carries ~1e-6 absolute error, so the
+      // difference quotient is good to ~1e-4; curvature over h adds ~1e-4.
+      EXPECT_NEAR(analytic[g][static_cast<size_t>(i)], numeric, 2e-3 + 0.03 * std::abs(numeric))
+          << model.layouts()[g].name << " element " << i;
+    }
+  }
 }
 
 }  // namespace headroom::testing

@@ -39,34 +39,7 @@ TEST_P(TransformerGradients, MatchFiniteDifferences) {
       g.flat.data<float>()[i] *= kWeightScale;
   const Batch batch = make_batch(model.config().vocab_size, 3);
 
-  Tensor loss_sum = run.backend->empty({1}, DType::kF32, Category::kWorkspace, "loss");
-  run.backend->fill(loss_sum, 0.0f);
-  model.forward_backward(batch, 1.0f / static_cast<float>(batch.counted), loss_sum);
-  std::vector<std::vector<float>> analytic;
-  for (FlatGroup& g : model.grads())
-    analytic.emplace_back(g.flat.data<float>(), g.flat.data<float>() + g.flat.numel());
-  model.zero_grads();
-
-  std::mt19937_64 rng(11);
-  for (size_t gi = 0; gi < model.params().size(); ++gi) {
-    FlatGroup& g = model.params()[gi];
-    for (int trial = 0; trial < 12; ++trial) {
-      const int64_t i = static_cast<int64_t>(rng() % static_cast<uint64_t>(g.flat.numel()));
-      float* p = g.flat.data<float>() + i;
-      const float saved = *p, h = 1e-3f;
-      *p = saved + h;
-      const double up = loss_of(model, *run.backend, batch);
-      *p = saved - h;
-      const double down = loss_of(model, *run.backend, batch);
-      *p = saved;
-      const double numeric = (up - down) / (2.0 * h);
-      const double got = analytic[gi][static_cast<size_t>(i)];
-      // fp32 forward: the loss (~3) carries ~1e-6 absolute error, so the
-      // difference quotient is good to ~1e-4; curvature over h adds ~1e-4.
-      EXPECT_NEAR(got, numeric, 2e-3 + 0.03 * std::abs(numeric))
-          << model.layouts()[gi].name << " element " << i;
-    }
-  }
+  testing::expect_gradients_match_finite_differences(model, *run.backend, batch, 12);
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, TransformerGradients,
