@@ -12,7 +12,7 @@ packages=(
   libtomlplusplus-dev
   libboost-program-options-dev
   libgtest-dev
-  libdnnl-dev
+  libdnnl-dev ocl-icd-opencl-dev  # dnnl-config.cmake calls find_package(OpenCL); libdnnl-dev only recommends it
   nlohmann-json3-dev
   libicu-dev
   curl ca-certificates
