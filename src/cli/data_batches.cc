@@ -25,6 +25,11 @@ namespace headroom {
 namespace {
 
 constexpr int64_t kDefaultMaxSteps = 20;
+// Bounds of the flags: the tool prints every micro-batch of every step, so
+// past these the output is a mistake that would run for hours. Ranks: the
+// same bound as `plan --world-size`.
+constexpr int64_t kMaxSteps = 100'000;
+constexpr int kMaxWorldSize = 1024;
 
 }  // namespace
 
@@ -38,9 +43,10 @@ int data_batches(const std::vector<std::string>& args) {
   visible.add_options()("help,h", "print this help")(
       "set", po::value<std::vector<std::string>>(&overrides)->composing(),
       "override a config key: --set section.key=value (repeatable)")(
-      "steps", po::value<int64_t>(&steps), "steps to show (default: run.steps, at most 20)")(
+      "steps", po::value<int64_t>(&steps),
+      "steps to show, 1..100000 (default: run.steps, at most 20)")(
       "world-size", po::value<int>(&world_size)->default_value(1),
-      "data-parallel ranks: each step's micro-batches are dealt to this many ranks")(
+      "data-parallel ranks, 1..1024: each step's micro-batches are dealt to this many ranks")(
       "json", po::bool_switch(&json), "print the same as one JSON object");
   po::options_description hidden;
   hidden.add_options()("config", po::value<std::string>(&config_path));
@@ -58,17 +64,23 @@ int data_batches(const std::vector<std::string>& args) {
   const ExperimentConfig config =
       config_path.empty() ? load_config_string(kQuickstartToml, kQuickstartName, overrides)
                           : load_config_file(config_path, overrides);
-  if (vm.count("steps") && steps < 1)
-    throw UsageError("--steps " + std::to_string(steps) + ": must be at least 1");
-  if (world_size < 1)
-    throw UsageError("--world-size " + std::to_string(world_size) + ": must be at least 1");
+  if (vm.count("steps") && (steps < 1 || steps > kMaxSteps))
+    throw UsageError("--steps " + std::to_string(steps) + ": expected 1.." +
+                     std::to_string(kMaxSteps));
+  if (world_size < 1 || world_size > kMaxWorldSize)
+    throw UsageError("--world-size " + std::to_string(world_size) + ": expected 1.." +
+                     std::to_string(kMaxWorldSize));
   if (!vm.count("steps")) steps = std::min(config.run.steps, kDefaultMaxSteps);
   const ModelConfig model_config = config.model.hf_config.empty()
                                        ? model_preset(config.model.preset)
                                        : load_hf_config(config.model.hf_config);
   if (config.data.path.empty())
     throw UsageError("data.path: required: a tokenized HDF5 file (docs/data-format.md)");
-  if (!fs::exists(config.data.path))
+  std::error_code ec;
+  const fs::file_status data_status = fs::status(config.data.path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw UsageError("data.path = " + config.data.path.substr(0, 200) + ": " + ec.message());
+  if (!fs::exists(data_status))
     throw UsageError(config.data.path +
                      ": no such file (data.path; `headroom data synth` or `headroom train` "
                      "with data.synthesize_if_missing makes one)");

@@ -1,5 +1,6 @@
 // `headroom data <tool>`: dispatch to the dataset tools, and the pieces they
 // share (option parsing, the --lengths grammar).
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <iostream>
@@ -27,6 +28,10 @@ tools:
 
 `headroom data <tool> --help` describes each tool's options (docs/cli.md).
 )";
+
+// The longest synthetic document: 2^24 tokens (64 MiB, built in memory),
+// far past any context a run trains on.
+constexpr int64_t kMaxSynthLength = int64_t{1} << 24;
 
 [[noreturn]] void bad_lengths(const std::string& text, const std::string& why) {
   throw UsageError("--lengths \"" + text + "\": " + why +
@@ -100,6 +105,16 @@ LengthSpec parse_length_spec(const std::string& text) {
   } catch (const UsageError& e) {
     bad_lengths(text, e.what());
   }
+  int64_t longest = spec.kind == LengthSpec::Kind::kFixed ? spec.min_length : spec.max_length;
+  if (spec.kind == LengthSpec::Kind::kHistogram) {
+    longest = 0;
+    for (const LengthSpec::Bucket& b : spec.buckets)
+      longest = std::max(longest, b.max_length);
+  }
+  if (longest > kMaxSynthLength)
+    bad_lengths(text, "a length of " + std::to_string(longest) + " tokens is past the " +
+                          std::to_string(kMaxSynthLength) +
+                          " a synthetic document may have (each is built in memory)");
   return spec;
 }
 

@@ -89,16 +89,18 @@ int data_inspect(const std::vector<std::string>& args) {
   std::sort(lengths.begin(), lengths.end());
   const std::vector<Bucket> histogram = length_histogram(lengths);
 
-  std::vector<uint8_t> seen(static_cast<size_t>(attrs.vocab_size), 0);
+  // One bit per id: the file's vocab_size is at most 2^31 (open() checks), so
+  // at most 256 MiB even for a file that claims a vocabulary that large.
+  std::vector<bool> seen(static_cast<size_t>(attrs.vocab_size), false);
   int64_t distinct = 0, mask_ones = 0;
   std::vector<int32_t> tokens;
   std::vector<uint8_t> mask;
   for (int64_t d = 0; d < num_documents; ++d) {
     dataset.read_document(d, tokens, mask);
     for (int32_t t : tokens) {
-      uint8_t& s = seen[static_cast<size_t>(t)];  // open() checked t < vocab_size
-      distinct += s == 0;
-      s = 1;
+      auto s = seen[static_cast<size_t>(t)];  // open() checked t < vocab_size
+      distinct += !s;
+      s = true;
     }
     for (uint8_t m : mask)
       mask_ones += m != 0;

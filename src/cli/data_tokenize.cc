@@ -5,17 +5,16 @@
 //
 // The whole input is read, then tokenized at once: splitting it (by lines,
 // say) would change the ids where a pre-token spans the cut ("\n\n").
+#include <algorithm>
 #include <cctype>
-#include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "data/bpe_tokenizer.h"
+#include "data/read_file.h"
 #include "data_tools.h"
 #include "util/error.h"
 
@@ -35,48 +34,92 @@ add_special_tokens=False): special and added tokens written in the text
 folder holding one (Qwen2/Qwen3, Llama-3, GPT-2 style byte-level BPE).
 With --decode, FILE holds ids (separated by white space or commas, or a
 JSON array) and their text is printed.
+
+FILE must be a regular file (or standard input) of at most 1 GiB: it is
+tokenized at once; convert a corpus with `headroom data convert`, which
+streams.
 )";
 
 std::string read_input(const std::string& file) {
-  std::stringstream text;
-  if (file.empty() || file == "-") {
-    text << std::cin.rdbuf();
-    return text.str();
-  }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw UsageError(file + ": cannot open: " + std::strerror(errno));
-  text << in.rdbuf();
-  if (in.bad()) throw UsageError(file + ": cannot read: " + std::strerror(errno));
-  return text.str();
+  if (file.empty() || file == "-")
+    return read_stream(stdin, "<stdin>", kMaxTokenizeTextBytes, "text to tokenize");
+  return read_regular_file(file, kMaxTokenizeTextBytes, "text to tokenize");
 }
 
-// Ids separated by white space and/or commas, optionally inside [ ].
+// Ids separated by white space, or by commas (one between two ids, white
+// space around it allowed), or a JSON array of them; nothing else, so that
+// a cut list ("[72, 101,") is an error, not the ids before the cut.
 std::vector<int32_t> parse_ids(const std::string& text, const std::string& where) {
   std::vector<int32_t> ids;
   size_t i = 0;
-  auto skip = [&] {
-    while (i < text.size() && (std::isspace(static_cast<unsigned char>(text[i])) ||
-                               text[i] == ',' || text[i] == '[' || text[i] == ']'))
+  auto skip_space = [&] {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])))
       ++i;
   };
-  for (skip(); i < text.size(); skip()) {
+  auto fail = [&](const std::string& expected) -> UsageError {
+    const std::string got =
+        i < text.size() ? "\"" + text.substr(i, 20) + "\"" : std::string("the end of the input");
+    return UsageError(where + ": byte " + std::to_string(i) + ": expected " + expected + ", got " +
+                      got);
+  };
+  auto number = [&] {
+    if (i >= text.size() || text[i] == ',' || text[i] == ']') throw fail("a token id");
     const size_t start = i;
-    if (text[i] == '-') ++i;
+    if (i < text.size() && text[i] == '-') ++i;
     while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])))
       ++i;
-    const std::string number = text.substr(start, i - start);
+    const std::string digits = text.substr(start, i - start);
     long long value = 0;
-    try {
-      if (number.empty() || number == "-") throw std::invalid_argument("");
-      value = std::stoll(number);
-    } catch (const std::exception&) {
-      throw UsageError(where + ": byte " + std::to_string(start) + ": \"" + text.substr(start, 20) +
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    const bool separated = i == text.size() || std::isspace(static_cast<unsigned char>(text[i])) ||
+                           text[i] == ',' || text[i] == ']';
+    if (digits.empty() || digits == "-" || !separated) {
+      i = start;
+      while (i < text.size() && !std::isspace(static_cast<unsigned char>(text[i])) &&
+             text[i] != ',' && text[i] != ']')
+        ++i;
+      throw UsageError(where + ": byte " + std::to_string(start) + ": \"" +
+                       text.substr(start, std::min<size_t>(i - start, 20)) +
                        "\" is not a token id");
     }
-    if (value < 0 || value > INT32_MAX)
-      throw UsageError(where + ": byte " + std::to_string(start) + ": " + number +
+    if (ec != std::errc() || end != digits.data() + digits.size() || value < 0 || value > INT32_MAX)
+      throw UsageError(where + ": byte " + std::to_string(start) + ": " + digits.substr(0, 20) +
                        " is not a token id");
     ids.push_back(static_cast<int32_t>(value));
+  };
+
+  skip_space();
+  const bool array = i < text.size() && text[i] == '[';
+  if (array) {
+    ++i;
+    skip_space();
+    if (i < text.size() && text[i] == ']') {
+      ++i;
+    } else {
+      for (;;) {
+        number();
+        skip_space();
+        if (i < text.size() && text[i] == ']') {
+          ++i;
+          break;
+        }
+        if (i >= text.size() || text[i] != ',') throw fail("',' or ']'");
+        ++i;
+        skip_space();
+      }
+    }
+    skip_space();
+    if (i < text.size()) throw fail("nothing after the array's ']'");
+    return ids;
+  }
+  while (i < text.size()) {
+    number();
+    skip_space();
+    if (i < text.size() && text[i] == ',') {
+      ++i;
+      skip_space();
+      if (i >= text.size()) throw fail("a token id after ','");
+    }
   }
   return ids;
 }

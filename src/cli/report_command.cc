@@ -17,10 +17,21 @@ namespace headroom {
 
 namespace {
 
+// A path as an error shows it: whole when it is a path a person typed, cut
+// when it is 5000 characters a script got wrong.
+std::string shown(const std::string& path) {
+  constexpr size_t kShown = 200;
+  if (path.size() <= kShown) return path;
+  return path.substr(0, kShown) + "... (" + std::to_string(path.size()) + " characters)";
+}
+
 // A run folder holds trace.rank<R>.h5 (train) and/or plan.rank<R>.h5 (plan).
 std::vector<fs::path> traces_in(const fs::path& dir) {
   std::vector<fs::path> found;
-  for (const auto& entry : fs::directory_iterator(dir)) {
+  std::error_code ec;
+  fs::directory_iterator entries(dir, ec);
+  if (ec) throw UsageError(shown(dir.string()) + ": cannot list the folder: " + ec.message());
+  for (const auto& entry : entries) {
     const std::string name = entry.path().filename().string();
     if (entry.path().extension() == ".h5" &&
         (name.rfind("trace.rank", 0) == 0 || name.rfind("plan.rank", 0) == 0))
@@ -88,15 +99,25 @@ int report_command(const std::vector<std::string>& args) {
     return 0;
   }
   if (target.empty()) throw UsageError("expected a trace file or a run folder (see --help)");
-  if (!fs::exists(target)) throw UsageError(target + ": no such file or folder");
+  // The error_code overloads: a symlink loop or a name past NAME_MAX must be
+  // a message naming the argument, not a filesystem_error (exit 1).
+  std::error_code ec;
+  const fs::file_status status = fs::status(target, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw UsageError(shown(target) + ": " + ec.message() + " (the report argument)");
+  if (!fs::exists(status)) throw UsageError(shown(target) + ": no such file or folder");
 
   std::vector<fs::path> traces;
-  if (fs::is_directory(target)) {
-    traces = traces_in(target);
-    if (traces.empty())
-      throw UsageError(target + ": no trace.rank<R>.h5 or plan.rank<R>.h5 in this folder");
-  } else {
-    traces.push_back(target);
+  try {
+    if (fs::is_directory(status)) {
+      traces = traces_in(target);
+      if (traces.empty())
+        throw UsageError(shown(target) + ": no trace.rank<R>.h5 or plan.rank<R>.h5 in this folder");
+    } else {
+      traces.push_back(target);
+    }
+  } catch (const fs::filesystem_error& e) {
+    throw UsageError(shown(target) + ": " + e.code().message() + " (the report argument)");
   }
   for (size_t i = 0; i < traces.size(); ++i) {
     if (i) std::printf("\n");

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -16,14 +17,17 @@
 #include "data/batcher.h"
 #include "data/markov.h"
 #include "data/token_dataset.h"
+#include "data_tools.h"
 #include "embedded_quickstart.h"
 #include "model/model_config.h"
+#include "model/safetensors.h"
 #include "model/transformer.h"
 #include "model/weights.h"
 #include "parallel/zero.h"
 #include "report/summary.h"
 #include "trace/reader.h"
 #include "trace/writer.h"
+#include "train/run_folder.h"
 #include "train/train_state.h"
 #include "train/trainer.h"
 #include "util/bytes.h"
@@ -69,6 +73,9 @@ void refuse_unbuilt_features(const ExperimentConfig& c) {
            "use \"causal\" (causal within each packed document) or \"sliding_window\"");
   if (c.checkpoint.format == CheckpointSection::Format::kSharded)
     refuse("checkpoint.format = \"sharded\"", "use \"consolidated\"");
+  if (c.optimizer.master_dtype != Precision::kFp32)
+    refuse("optimizer.master_dtype = \"" + std::string(name_of(c.optimizer.master_dtype)) + "\"",
+           "the master weights and AdamW's moments are fp32 in this build; use \"fp32\"");
 }
 
 LoraOptions lora_options_of(const ExperimentConfig& config) {
@@ -105,23 +112,9 @@ BackendKind backend_for(const ExperimentConfig& config, RunMode mode) {
       break;
   }
   throw UsageError(
-      "run.backend = \"cuda\": this build has no cuda backend for train yet (the transformer "
-      "and its cuda ops arrive with the model issue); use run.backend = \"cpu\", or "
-      "`headroom plan` to plan a cuda run's memory");
-}
-
-// Writes `text` to `path` through a temporary file and a rename, so a crash
-// never leaves a half-written config beside a good trace.
-void write_atomically(const fs::path& path, const std::string& text) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw UsageError(tmp.string() + ": cannot write");
-    out << text;
-    if (!out.flush()) throw UsageError(tmp.string() + ": write failed");
-  }
-  fs::rename(tmp, path);
+      "run.backend = \"cuda\": `train` cannot run on a GPU in this build (the cuda kernels "
+      "of the model's ops are not written yet); use run.backend = \"cpu\", or `headroom plan` "
+      "to plan a cuda run's memory");
 }
 
 // The plan's answer to "will it fit?", with the peak of each phase over
@@ -147,6 +140,43 @@ std::string plan_verdict(const Allocator& allocator, uint64_t capacity,
   return out;
 }
 
+// The trace's size projected from its growth per step, checked at every
+// flush: a run whose trace cannot fit the disk it is on stops early with the
+// steps so far kept, instead of filling the disk (a plan of 10^12 steps
+// would write gigabytes a minute).
+class TraceGrowth {
+ public:
+  void check(const fs::path& path, int64_t steps_done, int64_t steps_total) {
+    std::error_code ec;
+    const uint64_t size = fs::file_size(path, ec);
+    if (ec) return;
+    if (first_steps_ < 0) {
+      first_size_ = size;
+      first_steps_ = steps_done;
+      return;
+    }
+    // HDF5 grows a file chunk by chunk: judge only once several chunks'
+    // worth of growth averages out.
+    constexpr uint64_t kEnoughGrowth = uint64_t{16} << 20;
+    if (steps_done <= first_steps_ || size < first_size_ + kEnoughGrowth) return;
+    const double per_step =
+        static_cast<double>(size - first_size_) / static_cast<double>(steps_done - first_steps_);
+    const double needed = per_step * static_cast<double>(steps_total - steps_done);
+    const fs::space_info space = fs::space(path.parent_path(), ec);
+    if (ec || needed <= static_cast<double>(space.available)) return;
+    throw UsageError(
+        path.string() + ": the trace grows " + format_bytes(static_cast<uint64_t>(per_step)) +
+        " per step; the " + std::to_string(steps_total - steps_done) + " steps left would need " +
+        format_bytes(static_cast<uint64_t>(needed)) + " more but " + format_bytes(space.available) +
+        " is free there: lower run.steps, or set trace.memory_events = false "
+        "(the steps so far are kept)");
+  }
+
+ private:
+  uint64_t first_size_ = 0;
+  int64_t first_steps_ = -1;
+};
+
 std::string eta(double seconds) {
   char buf[32];
   int s = static_cast<int>(seconds + 0.5);
@@ -158,9 +188,156 @@ std::string eta(double seconds) {
 
 namespace {
 
+// The files of one rank's run in its folder, and those an earlier run left
+// there that this one would replace or make stale.
+struct RunFiles {
+  std::string config;             // written by the lead
+  std::string trace;              // this rank's
+  std::vector<fs::path> earlier;  // present now: refused without --overwrite
+  std::vector<fs::path> stale;    // of `earlier`, what the new files do not replace
+};
+
+bool is_checkpoint_folder(const fs::path& path) {
+  const std::string name = path.filename().string();
+  return name.starts_with("step-") && name.size() > 5 &&
+         name.find_first_not_of("0123456789", 5) == std::string::npos;
+}
+
+RunFiles run_files(RunMode mode, const fs::path& run_dir, const fs::path& checkpoint_dir,
+                   bool resuming, int64_t resume_step, int rank, int world_size) {
+  RunFiles files;
+  const std::string rank_name = "rank" + std::to_string(rank);
+  const std::string from = "from-step-" + std::to_string(resume_step);
+  if (mode == RunMode::kPlan) {
+    files.config = "plan.config.toml";
+    files.trace = "plan." + rank_name + ".h5";
+  } else if (resuming) {
+    files.config = "config." + from + ".toml";
+    files.trace = "trace." + rank_name + "." + from + ".h5";
+  } else {
+    files.config = "config.toml";
+    files.trace = "trace." + rank_name + ".h5";
+  }
+  // What this run's files are named for every rank: "trace.rank<R>.h5"
+  // splits into "trace.rank" + R + ".h5" (R < world_size: replaced in place).
+  const std::string prefix = mode == RunMode::kPlan ? "plan.rank" : "trace.rank";
+  const std::string suffix = resuming ? "." + from + ".h5" : ".h5";
+  auto rank_of = [&](const std::string& name) -> int64_t {
+    if (!name.starts_with(prefix) || !name.ends_with(suffix)) return -1;
+    const std::string digits =
+        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      return -1;
+    return std::stoll(digits);
+  };
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find(".staging-") != std::string::npos) continue;
+    const int64_t r = rank_of(name);
+    if (r >= 0) {
+      files.earlier.push_back(entry.path());
+      if (r >= world_size) files.stale.push_back(entry.path());
+      continue;
+    }
+    // A fresh training replaces the whole earlier run, continuations included.
+    if (mode == RunMode::kTrain && !resuming &&
+        ((name.starts_with("trace.rank") && name.find(".from-step-") != std::string::npos) ||
+         (name.starts_with("config.from-step-") && name.ends_with(".toml")))) {
+      files.earlier.push_back(entry.path());
+      files.stale.push_back(entry.path());
+    }
+  }
+  // Its checkpoints too: a later "resume from the latest" must not pick a
+  // step-N of the run this one replaced.
+  if (mode == RunMode::kTrain && !resuming)
+    for (const fs::directory_entry& entry : fs::directory_iterator(checkpoint_dir, ec))
+      if (entry.is_directory(ec) && is_checkpoint_folder(entry.path())) {
+        files.earlier.push_back(entry.path());
+        files.stale.push_back(entry.path());
+      }
+  std::sort(files.earlier.begin(), files.earlier.end());
+  return files;
+}
+
+// Writes `text` to `path` (a staged file), naming it when that fails.
+void write_text_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw UsageError(path.string() + ": cannot write: " + std::strerror(errno));
+  out << text;
+  if (!out.flush()) throw UsageError(path.string() + ": write failed: " + std::strerror(errno));
+}
+
+// PEFT's print_trainable_parameters(), so a LoRA run's numbers can be checked
+// against the ones users know.
+std::string trainable_parameters_line(const Transformer& model) {
+  int64_t trainable = 0, all = 0;
+  for (const GroupLayout& group : model.layouts()) {
+    all += group.numel;
+    if (group.trainable) trainable += group.numel;
+  }
+  auto grouped = [](int64_t n) {
+    std::string digits = std::to_string(n), out;
+    for (size_t i = 0; i < digits.size(); ++i) {
+      if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+      out += digits[i];
+    }
+    return out;
+  };
+  char percent[32];
+  std::snprintf(percent, sizeof percent, "%.4f",
+                all ? 100.0 * static_cast<double>(trainable) / static_cast<double>(all) : 0.0);
+  return "  trainable params: " + grouped(trainable) + " || all params: " + grouped(all) +
+         " || trainable%: " + percent + "\n";
+}
+
+// A resumed run's checkpoint must be the one this config trains: checked
+// before anything is written, each failure naming the checkpoint.
+TrainState check_resume(const ExperimentConfig& config, const ModelConfig& model_config,
+                        const std::string& resume_dir) {
+  const std::string key = "checkpoint.resume_from = " + quote_path(resume_dir) + ": ";
+  try {
+    if (!path_exists("checkpoint.resume_from", resume_dir)) throw UsageError("no such folder");
+    TrainState state = read_train_state(resume_dir);
+    // A LoRA checkpoint holds the adapters; the frozen base comes from
+    // model.weights (or model.seed) as in the first run.
+    if (config.lora.enabled) {
+      check_adapter(model_config, lora_options_of(config), resume_dir);
+    } else {
+      const std::string weights = resume_dir + "/model.safetensors";
+      check_weights(model_config, weights);
+      // The optimizer's states follow the weights' dtype (bf16 weights have
+      // fp32 masters), so a dtype change would fail later with a missing
+      // tensor; say what really differs.
+      const SafetensorsIndex index = SafetensorsIndex::open(weights);
+      const DType want = config.model.dtype == Precision::kBf16 ? DType::kBF16 : DType::kF32;
+      for (const SafetensorsEntry& entry : index.entries())
+        if (to_dtype(entry.dtype) != want)
+          throw UsageError("the checkpoint's weights are " +
+                           std::string(safetensors_name(entry.dtype)) + " (" + entry.name + " in " +
+                           weights + ") but model.dtype = \"" +
+                           std::string(name_of(config.model.dtype)) +
+                           "\": resume with the model.dtype the checkpoint was trained with");
+    }
+    if (state.step >= config.run.steps)
+      throw UsageError("the checkpoint is at step " + std::to_string(state.step) +
+                       ", run.steps = " + std::to_string(config.run.steps) +
+                       ": nothing left to train");
+    return state;
+  } catch (const UsageError& e) {
+    if (std::string_view(e.what()).starts_with("checkpoint.resume_from")) throw;
+    throw UsageError(key + e.what());
+  }
+}
+
 // One rank's run. Rank 0 alone prints, writes the run folder's config and
 // the checkpoints (at ZeRO stage 0 every rank holds the same weights); every
 // rank writes its own trace.
+//
+// Everything a user can get wrong is checked before the first file is
+// replaced: the run writes under staged names (RunFolder) and moves them into
+// place only once it has a result.
 int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::FILE* out) {
   const ExperimentConfig config = load(options);
   const int rank = comm.rank();
@@ -179,7 +356,7 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
                      "\": " + std::to_string(world_size) +
                      " ranks need the cpu backend in this build (MpiComm reduces host memory)");
 
-  // Everything that can be refused is checked before the first byte is written.
+  // --- checks that read only ---------------------------------------------
   const ModelConfig model_config = config.model.hf_config.empty()
                                        ? model_preset(config.model.preset)
                                        : load_hf_config(config.model.hf_config);
@@ -187,58 +364,25 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
     throw UsageError(
         "data.path: required: a tokenized HDF5 file (docs/data-format.md), or set "
         "data.synthesize_if_missing = true to have one made");
+  const bool data_exists = path_exists("data.path", config.data.path);
+  if (data_exists) require_regular_file("data.path", config.data.path);
+  const LengthSpec synthetic_lengths = [&] {
+    try {
+      return parse_length_spec(config.data.synthetic_lengths);
+    } catch (const UsageError& e) {
+      throw UsageError("data.synthetic_lengths = \"" + config.data.synthetic_lengths +
+                       "\": " + e.what());
+    }
+  }();
+  if (!config.model.weights.empty()) check_weights(model_config, config.model.weights);
   const fs::path run_dir = fs::path(config.run.out_dir) / config.run.name;
   // Resuming reads the checkpoint's state first, so a wrong folder is refused
   // before anything is written; the resumed part of the run gets its own
   // trace beside the earlier one, which stays as it was.
   const std::string& resume_dir = config.checkpoint.resume_from;
   const bool resuming = !resume_dir.empty() && !planning;
-  TrainState resume_state;
-  if (resuming) {
-    resume_state = read_train_state(resume_dir);
-    // A LoRA checkpoint holds the adapters; the frozen base comes from
-    // model.weights (or model.seed) as in the first run.
-    if (config.lora.enabled)
-      check_adapter(model_config, lora_options_of(config), resume_dir);
-    else
-      check_weights(model_config, resume_dir + "/model.safetensors");
-    if (resume_state.step >= config.run.steps)
-      throw UsageError("checkpoint.resume_from = \"" + resume_dir +
-                       "\": the checkpoint is at step " + std::to_string(resume_state.step) +
-                       ", run.steps = " + std::to_string(config.run.steps) +
-                       ": nothing left to train");
-  }
-  const std::string rank_name = "rank" + std::to_string(rank);
-  const fs::path trace_path = run_dir / (mode == RunMode::kPlan ? "plan." + rank_name + ".h5"
-                                         : resuming ? "trace." + rank_name + ".from-step-" +
-                                                          std::to_string(resume_state.step) + ".h5"
-                                                    : "trace." + rank_name + ".h5");
-  if (fs::exists(trace_path) && !options.overwrite)
-    throw UsageError(trace_path.string() +
-                     ": exists from an earlier run; pass --overwrite to replace it, or choose "
-                     "another name with --set run.name=<name>");
-  // The lead writes a missing synthetic corpus; the others wait for it.
-  if (!lead) comm.barrier();
-  if (!fs::exists(config.data.path)) {
-    if (!config.data.synthesize_if_missing || !lead)
-      throw UsageError(config.data.path + ": no such file (data.path)");
-    std::fprintf(
-        out, "headroom %s: writing a synthetic Markov corpus to %s (data.synthesize_if_missing)\n",
-        verb, config.data.path.c_str());
-    std::fflush(out);
-    const fs::path parent = fs::path(config.data.path).parent_path();
-    if (!parent.empty()) fs::create_directories(parent);
-    MarkovSpec spec;
-    spec.vocab_size = model_config.vocab_size;
-    spec.order = 1;
-    spec.branching = 8;
-    spec.seed = static_cast<uint64_t>(config.data.seed);
-    write_markov_corpus(config.data.path, spec, LengthSpec::uniform(32, 512),
-                        config.data.synthetic_documents, static_cast<uint64_t>(config.data.seed));
-  }
-  if (lead) comm.barrier();
-  TokenDataset dataset = TokenDataset::open(config.data.path, model_config.vocab_size);
-  if (!config.model.weights.empty()) check_weights(model_config, config.model.weights);
+  const TrainState resume_state =
+      resuming ? check_resume(config, model_config, resume_dir) : TrainState{};
   const fs::path checkpoint_dir =
       config.checkpoint.dir.empty() ? run_dir / "checkpoints" : fs::path(config.checkpoint.dir);
   const bool saving = !planning && (config.checkpoint.save_initial || config.checkpoint.save_every);
@@ -247,16 +391,63 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
   const bool sharded = config.zero.stage >= 1 && world_size > 1;
   const int64_t optimizer_shards = sharded ? world_size : 1;
 
-  std::error_code ec;
-  fs::create_directories(run_dir, ec);
-  if (ec) throw UsageError(run_dir.string() + ": cannot create run folder: " + ec.message());
+  // --- the folder: locked by the lead, files staged ----------------------
+  // The lead locks the folder and writes a missing synthetic corpus; the
+  // others wait for it, then stage their own traces in the locked folder.
+  if (!lead) comm.barrier();
+  RunFolder folder =
+      lead ? RunFolder::lead(run_dir, planning ? RunFolder::Kind::kPlan : RunFolder::Kind::kTrain,
+                             "run.out_dir")
+           : RunFolder::follower(run_dir,
+                                 planning ? RunFolder::Kind::kPlan : RunFolder::Kind::kTrain);
+  const RunFiles files =
+      run_files(mode, run_dir, checkpoint_dir, resuming, resume_state.step, rank, world_size);
+  if (lead && !files.earlier.empty() && !options.overwrite)
+    throw UsageError(files.earlier.front().string() +
+                     ": exists from an earlier run; pass --overwrite to replace that run, or "
+                     "choose another name with --set run.name=<name>");
+  if (lead) {
+    for (const fs::path& stale : files.stale)
+      folder.replace_on_commit(stale);
+    if (saving)
+      require_writable_folder(
+          config.checkpoint.dir.empty() ? "checkpoint.dir (the run folder's)" : "checkpoint.dir",
+          checkpoint_dir);
+    if (!data_exists) {
+      if (!config.data.synthesize_if_missing)
+        throw UsageError("data.path = " + quote_path(config.data.path) + ": no such file");
+      std::fprintf(out,
+                   "headroom %s: writing a synthetic Markov corpus to %s "
+                   "(data.synthesize_if_missing)\n",
+                   verb, config.data.path.c_str());
+      std::fflush(out);
+      const fs::path parent = fs::path(config.data.path).parent_path();
+      if (!parent.empty() && !path_exists("data.path", parent)) {
+        std::error_code ec;
+        fs::create_directories(parent, ec);
+        if (ec)
+          throw UsageError("data.path = " + quote_path(config.data.path) +
+                           ": cannot create its folder: " + ec.message());
+      }
+      MarkovSpec spec;
+      spec.vocab_size = model_config.vocab_size;
+      spec.order = 1;
+      spec.branching = 8;
+      spec.seed = static_cast<uint64_t>(config.data.seed);
+      write_markov_corpus(config.data.path, spec, synthetic_lengths,
+                          config.data.synthetic_documents, static_cast<uint64_t>(config.data.seed));
+    }
+  }
+  if (lead) comm.barrier();
+  if (!lead && !path_exists("data.path", config.data.path))
+    throw UsageError("data.path = " + quote_path(config.data.path) + ": no such file");
+  TokenDataset dataset = TokenDataset::open(config.data.path, model_config.vocab_size);
+  Batcher batcher(dataset, batch_options_of(config, dataset, world_size, rank));
+
+  const fs::path trace_path = run_dir / files.trace;
+  const fs::path staged_trace = folder.stage(files.trace);
   const std::string config_toml = to_toml(config);
-  if (lead)
-    write_atomically(
-        run_dir / (mode == RunMode::kPlan ? std::string("plan.config.toml")
-                   : resuming ? "config.from-step-" + std::to_string(resume_state.step) + ".toml"
-                              : std::string("config.toml")),
-        config_toml);
+  if (lead) write_text_file(folder.stage(files.config), config_toml);
 
   AllocatorOptions allocator_options;
   allocator_options.capacity = config.memory.device_capacity;
@@ -288,7 +479,7 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
   header.config_toml = config_toml;
   header.rank = rank;
   header.world_size = world_size;
-  TraceWriter trace(trace_path.string(), header, config.trace.memory_events);
+  TraceWriter trace(staged_trace.string(), header, config.trace.memory_events);
   allocator.add_observer(&trace);
 
   TransformerOptions model_options;
@@ -302,8 +493,7 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
   model_options.loss.logits_dtype =
       config.loss.logits_dtype == Precision::kBf16 ? DType::kBF16 : DType::kF32;
   model_options.lora = lora_options_of(config);
-
-  Batcher batcher(dataset, batch_options_of(config, dataset, world_size, rank));
+  model_options.step_seed = static_cast<uint64_t>(config.run.seed);
 
   TrainerOptions trainer_options;
   trainer_options.schedule.lr = config.optimizer.lr;
@@ -345,8 +535,17 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
   const bool measure_rss = kind == BackendKind::kCpu && reset_peak_resident();
   const uint64_t rss_baseline = measure_rss ? resident_bytes() : 0;
 
+  // The run has a result from here on (a step, a checkpoint, a postmortem):
+  // its files replace the earlier run's.
+  auto commit = [&] {
+    if (folder.committed()) return;
+    folder.commit();
+  };
+  auto current_trace_path = [&] { return folder.committed() ? trace_path : staged_trace; };
+
   int exit_code = 0;
   double last_loss = 0;
+  int64_t finite_steps = 0, nonfinite_run = 0, steps_run = 0;
   std::array<uint64_t, kNumPhases> phase_peaks{};
   try {
     ZeroOptions zero_options;
@@ -354,6 +553,7 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
     zero_options.prefetch = static_cast<int>(config.zero.prefetch);
     Zero zero(*backend, comm, model_options.dtype, zero_options);
     Transformer model(*backend, model_config, model_options, &zero);
+    std::fputs(trainable_parameters_line(model).c_str(), out);
     {
       PhaseScope scope(allocator, Phase::kInit);
       model.init_random(static_cast<uint64_t>(config.model.seed));
@@ -374,19 +574,24 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
     Trainer trainer(*backend, model, optimizer, trainer_options, zero);
     int64_t first_step = 0;
     if (resuming) {
-      const TrainState state = load_train_state(optimizer, resume_dir, rank, optimizer_shards);
-      trainer.restore_counts(state.updates, state.skipped);
-      batcher.set_cursor(Cursor{state.data_epoch, state.data_position});
-      first_step = state.step;
+      try {
+        const TrainState state = load_train_state(optimizer, resume_dir, rank, optimizer_shards);
+        trainer.restore_counts(state.updates, state.skipped);
+        batcher.set_cursor(Cursor{state.data_epoch, state.data_position});
+        first_step = state.step;
+      } catch (const UsageError& e) {
+        throw UsageError("checkpoint.resume_from = " + quote_path(resume_dir) + ": " + e.what());
+      }
       std::fprintf(out, "  resumed from %s: step %lld, data epoch %lld, micro-batch %lld\n",
-                   resume_dir.c_str(), static_cast<long long>(state.step),
-                   static_cast<long long>(state.data_epoch),
-                   static_cast<long long>(state.data_position));
+                   resume_dir.c_str(), static_cast<long long>(resume_state.step),
+                   static_cast<long long>(batcher.cursor().epoch),
+                   static_cast<long long>(batcher.cursor().position));
     }
     // A checkpoint: the weights (HF layout, written by the lead; under
     // ZeRO-3 every rank takes part in gathering them), every optimizer
     // shard, then the trainer state that marks the folder complete.
     auto save = [&](int64_t steps_done) {
+      commit();
       const std::string dir = (checkpoint_dir / ("step-" + std::to_string(steps_done))).string();
       const SaveRole role = lead ? SaveRole::kWrite : SaveRole::kGatherOnly;
       if (config.lora.enabled)
@@ -405,6 +610,8 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
     if (saving && config.checkpoint.save_initial && !resuming) save(0);
     phase_peaks = allocator.stats().peak_allocated_by_phase;  // init, before step 0 resets it
     const auto run_start = std::chrono::steady_clock::now();
+    auto last_progress = run_start;
+    TraceGrowth growth;
     for (int64_t step = first_step; step < config.run.steps; ++step) {
       std::vector<Batch> micro_batches = batcher.next_step();
       StepRecord record = trainer.step(step, micro_batches);
@@ -413,6 +620,7 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
         record.grad_norm = std::numeric_limits<double>::quiet_NaN();
       }
       last_loss = record.loss;
+      ++steps_run;
       std::vector<PhasePeakRecord> peaks;
       for (Phase phase : kAllPhases) {
         const int p = static_cast<int>(phase);
@@ -422,25 +630,58 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
                                         allocator.stats().peak_reserved_by_phase[p]});
       }
       trace.append_step(record, peaks);
-      if ((step + 1) % config.trace.flush_every == 0 || step + 1 == config.run.steps)
+      commit();
+      if ((step + 1) % config.trace.flush_every == 0 || step + 1 == config.run.steps) {
         trace.flush(allocator.tags());
+        growth.check(current_trace_path(), step + 1 - first_step, config.run.steps - first_step);
+      }
       if (saving && config.checkpoint.save_every > 0 &&
           (step + 1) % config.checkpoint.save_every == 0)
         save(step + 1);
 
-      const double elapsed =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+      const auto now = std::chrono::steady_clock::now();
+      const double elapsed = std::chrono::duration<double>(now - run_start).count();
       const double remaining = elapsed / static_cast<double>(step + 1 - first_step) *
                                static_cast<double>(config.run.steps - step - 1);
-      if (!planning)
+      if (!planning) {
         std::fprintf(out, "step %lld/%lld  loss %.4f  %.0f tok/s  peak %s  eta %s%s\n",
                      static_cast<long long>(step + 1), static_cast<long long>(config.run.steps),
                      record.loss, record.tokens_per_second,
                      format_bytes(record.peak_allocated).c_str(), eta(remaining).c_str(),
                      record.skipped ? "  (skipped: not finite)" : "");
+      } else if (std::chrono::duration<double>(now - last_progress).count() >= 5.0 &&
+                 step + 1 < config.run.steps) {
+        // A plan is quick step by step but may have many: say where it is.
+        last_progress = now;
+        std::fprintf(out, "plan: step %lld/%lld  peak %s  eta %s\n",
+                     static_cast<long long>(step + 1), static_cast<long long>(config.run.steps),
+                     format_bytes(allocator.stats().peak_allocated).c_str(),
+                     eta(remaining).c_str());
+      }
       std::fflush(out);
+      if (!planning) {
+        if (record.skipped) {
+          ++nonfinite_run;
+        } else {
+          nonfinite_run = 0;
+          ++finite_steps;
+        }
+        if (config.optimizer.max_nonfinite_steps > 0 &&
+            nonfinite_run >= config.optimizer.max_nonfinite_steps)
+          throw NumericalError(
+              std::to_string(nonfinite_run) + " consecutive steps (to step " +
+              std::to_string(step + 1) +
+              ") had a non-finite loss or gradient and were skipped: stopping "
+              "(optimizer.max_nonfinite_steps = " +
+              std::to_string(config.optimizer.max_nonfinite_steps) +
+              "); lower optimizer.lr, check the weights and data, or see the trace's /steps");
+      }
     }
+    if (!planning && finite_steps == 0)
+      throw NumericalError("none of the " + std::to_string(steps_run) +
+                           " steps had a finite loss and gradient (every update was skipped)");
   } catch (const OutOfMemory& oom) {
+    commit();
     trace.flush(allocator.tags());
     trace.write_oom(oom.postmortem());
     if (world_size > 1)
@@ -448,6 +689,12 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
     std::fprintf(stderr, "%s", format_postmortem(oom.postmortem()).c_str());
     std::fprintf(stderr, "postmortem written to %s (/oom)\n", trace_path.string().c_str());
     exit_code = static_cast<int>(ExitCode::kOutOfMemory);
+  } catch (const NumericalError& e) {
+    // The steps that led here are the evidence: keep them.
+    trace.flush(allocator.tags());
+    allocator.remove_observer(&trace);
+    trace.close();
+    throw;
   }
   allocator.remove_observer(&trace);
   trace.close();

@@ -18,7 +18,8 @@ bool parse_run_options(const std::string& command, const std::vector<std::string
       "print-config", po::bool_switch(&options.print_config),
       "print the resolved config (file + --set) as TOML and exit")(
       "overwrite", po::bool_switch(&options.overwrite),
-      "replace the trace of an earlier run with the same run.name");
+      "replace the earlier run with the same run.name (its traces, config and checkpoints), "
+      "once this one has started");
   if (command == "plan")
     visible.add_options()("world-size", po::value<int>(&options.world_size)->default_value(1),
                           "simulate this many data-parallel ranks, one after another, each "
@@ -37,8 +38,14 @@ bool parse_run_options(const std::string& command, const std::vector<std::string
   } catch (const po::error& e) {
     throw UsageError(std::string(e.what()) + " (see headroom " + command + " --help)");
   }
-  if (options.world_size < 1)
-    throw UsageError("--world-size " + std::to_string(options.world_size) + ": must be at least 1");
+  // Ranks are planned one after another in this process, each writing its
+  // own trace (about a second each for an 8B model): past this bound a plan
+  // would run for hours. The users' jobs are 1-64 GPUs.
+  constexpr int kMaxPlannedRanks = 1024;
+  if (options.world_size < 1 || options.world_size > kMaxPlannedRanks)
+    throw UsageError("--world-size " + std::to_string(options.world_size) + ": expected 1.." +
+                     std::to_string(kMaxPlannedRanks) +
+                     " (ranks are planned one after another, each writing a trace)");
   if (vm.count("help")) {
     std::cout
         << "usage: headroom " << command << " [exp.toml] [options]\n\n"

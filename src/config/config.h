@@ -61,7 +61,7 @@ struct LoraSection {
   double dropout = 0.0;
   std::vector<std::string> targets = {"q_proj", "v_proj"};  // HF module names
   Init init = Init::kKaimingUniform;
-  int64_t seed = 0;  // A's init and the dropout masks
+  int64_t seed = 0;  // A's init (the dropout masks come from run.seed)
 
   bool operator==(const LoraSection&) const = default;
 };
@@ -76,6 +76,9 @@ struct DataSection {
   // (docs/data-format.md). The quickstart uses it; real data leaves it off.
   bool synthesize_if_missing = false;
   int64_t synthetic_documents = 2000;
+  // Lengths of the synthetic documents, in `headroom data synth --lengths`
+  // syntax: fixed:L, uniform:A-B, lognormal:MEDIAN,SIGMA,MIN-MAX, histogram:A-B:W,...
+  std::string synthetic_lengths = "uniform:32-512";
 
   bool operator==(const DataSection&) const = default;
 };
@@ -156,6 +159,10 @@ struct OptimizerSection {
   double weight_decay = 0.1;
   double grad_clip = 1.0;  // global grad-norm clip; 0 = no clipping
   Precision master_dtype = Precision::kFp32;
+  // Consecutive steps skipped as non-finite after which the run stops with
+  // exit 4; 0 = never stop early (a run none of whose steps was finite still
+  // exits 4).
+  int64_t max_nonfinite_steps = 10;
 
   bool operator==(const OptimizerSection&) const = default;
 };

@@ -4,6 +4,10 @@
 // first, so one edit fixes a file; later stages only run on a clean config,
 // because a rule checked against a value that failed to load would only echo
 // the first error.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -16,6 +20,7 @@
 #include "config/config.h"
 #include "config/schema.h"
 #include "config/text.h"
+#include "util/bytes.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -177,7 +182,9 @@ std::unique_ptr<toml::table> parse_override_value(const std::string& value_text)
 
 void Loader::apply_overrides(const std::vector<std::string>& overrides) {
   for (const std::string& text : overrides) {
-    const std::string place = "--set " + text;
+    // The override as the user typed it, cut short: the complaint quotes the
+    // value again, and a 5000-character value need not be printed twice.
+    const std::string place = "--set " + (text.size() <= 120 ? text : text.substr(0, 120) + "...");
     const size_t equals = text.find('=');
     const std::string name = trim(std::string_view(text).substr(0, equals));
     if (equals == std::string::npos || name.empty()) {
@@ -252,21 +259,54 @@ ExperimentConfig load_config_string(std::string_view toml_text, std::string_view
   return loader.config();
 }
 
-ExperimentConfig load_config_file(const std::string& path,
-                                  const std::vector<std::string>& overrides) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (!file) throw UsageError(path + ": cannot open config file: " + std::strerror(errno));
+namespace {
+
+// A config is a page of TOML; anything near this size is not one (a
+// dataset or /dev/zero named by mistake) and would only exhaust memory.
+constexpr uint64_t kMaxConfigBytes = 16 * kMiB;
+
+// The text of the config at `path`: a regular file of at most
+// kMaxConfigBytes. Devices, FIFOs (refused without waiting for a writer) and
+// folders are refused by name.
+std::string read_config_text(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw UsageError(path + ": cannot open config file: " + std::strerror(errno));
+  struct Close {
+    int fd;
+    ~Close() { ::close(fd); }
+  } close{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    throw UsageError(path + ": cannot read config file: " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw UsageError(path + ": cannot read config file: Is a directory");
+  if (!S_ISREG(st.st_mode))
+    throw UsageError(path +
+                     ": cannot read config file: not a regular file (a device, FIFO or "
+                     "socket); expected a TOML file");
+  const std::string limit = "a config file is at most " + format_bytes_exact(kMaxConfigBytes);
+  if (static_cast<uint64_t>(st.st_size) > kMaxConfigBytes)
+    throw UsageError(path + ": cannot read config file: it is " +
+                     format_bytes_exact(static_cast<uint64_t>(st.st_size)) + "; " + limit);
   std::string text;
   char buffer[1 << 16];
-  size_t got = 0;
-  while ((got = std::fread(buffer, 1, sizeof buffer, file)) > 0)
-    text.append(buffer, got);
-  // fopen succeeds on a directory; the read is what fails (EISDIR).
-  const int read_errno = std::ferror(file) ? errno : 0;
-  std::fclose(file);
-  if (read_errno != 0)
-    throw UsageError(path + ": cannot read config file: " + std::strerror(read_errno));
-  return load_config_string(text, path, overrides);
+  for (;;) {
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw UsageError(path + ": cannot read config file: " + std::strerror(errno));
+    if (got == 0) break;
+    text.append(buffer, static_cast<size_t>(got));
+    if (text.size() > kMaxConfigBytes)  // it grew since fstat
+      throw UsageError(path + ": cannot read config file: more than " +
+                       format_bytes_exact(kMaxConfigBytes) + "; " + limit);
+  }
+  return text;
+}
+
+}  // namespace
+
+ExperimentConfig load_config_file(const std::string& path,
+                                  const std::vector<std::string>& overrides) {
+  return load_config_string(read_config_text(path), path, overrides);
 }
 
 }  // namespace headroom

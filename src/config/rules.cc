@@ -49,6 +49,28 @@ std::vector<ConfigRule> build_rules() {
                "\"bf16\" requires model.dtype = \"bf16\", got model.dtype = \"fp32\"");
          return std::nullopt;
        }},
+      {"loss.logits_dtype", "model.dtype",
+       "loss.logits_dtype = \"bf16\" requires model.dtype = \"bf16\"",
+       [](const ExperimentConfig& c) -> Complaint {
+         // Upcasting is the knob (seed 001's float16_to_fp32); narrowing the
+         // logits of an fp32 model would only lose precision.
+         if (c.loss.logits_dtype == Precision::kBf16 && c.model.dtype == Precision::kFp32)
+           return std::string(
+               "\"bf16\" requires model.dtype = \"bf16\", got model.dtype = \"fp32\"");
+         return std::nullopt;
+       }},
+      {"batch.seq_len", "batch.micro_batch_size",
+       "batch.mode = \"padded\": batch.micro_batch_size * batch.seq_len <= 2147483647 tokens",
+       [](const ExperimentConfig& c) -> Complaint {
+         // One micro-batch's token offsets are int32 (cu_seqlens).
+         const int64_t tokens = static_cast<int64_t>(c.batch.micro_batch_size) * c.batch.seq_len;
+         if (c.batch.mode == BatchSection::Mode::kPadded && tokens > 2147483647)
+           return std::to_string(c.batch.seq_len) +
+                  " with batch.micro_batch_size = " + std::to_string(c.batch.micro_batch_size) +
+                  " makes " + std::to_string(tokens) +
+                  " tokens per micro-batch, more than 2147483647";
+         return std::nullopt;
+       }},
       {"batch.micro_batch_size", "batch.mode",
        "batch.mode = \"padded\" requires batch.micro_batch_size >= 1",
        [](const ExperimentConfig& c) -> Complaint {

@@ -51,6 +51,9 @@ ConfigKey make_key(std::string name, std::string type, std::string doc,
 // --- integers ---------------------------------------------------------------
 
 constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
+// Token counts of one micro-batch: cu_seqlens and positions are int32, as in
+// FlashAttention's varlen interface.
+constexpr int64_t kMaxTokens = std::numeric_limits<int32_t>::max();
 
 template <class Access>
 ConfigKey integer(std::string name, Access field, int64_t min, int64_t max, std::string doc) {
@@ -151,6 +154,14 @@ ConfigKey boolean(std::string name, Access field, std::string doc) {
 // else what was expected ("a non-empty path").
 using StringCheck = std::function<std::optional<std::string>(std::string_view)>;
 
+// A value for "got ...": whole when short, else its start and its length, so
+// a 50 MB path does not become a 50 MB message.
+std::string quote_excerpt(std::string_view text) {
+  constexpr size_t kShown = 80;
+  if (text.size() <= kShown) return toml_quote(text);
+  return toml_quote(text.substr(0, kShown)) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
 template <class Access>
 ConfigKey string(std::string name, Access field, std::string doc, StringCheck check = nullptr) {
   auto set = [=](ExperimentConfig& c, const toml::node& node) -> Complaint {
@@ -158,7 +169,7 @@ ConfigKey string(std::string name, Access field, std::string doc, StringCheck ch
     if (!value) return "expected a string, got " + toml_describe(node);
     if (check) {
       if (auto expected = check(value->get()))
-        return "expected " + *expected + ", got " + toml_quote(value->get());
+        return "expected " + *expected + ", got " + quote_excerpt(value->get());
     }
     field(c) = value->get();
     return std::nullopt;
@@ -167,15 +178,31 @@ ConfigKey string(std::string name, Access field, std::string doc, StringCheck ch
   return make_key(std::move(name), "string", std::move(doc), set, get);
 }
 
+// Linux's limits (PATH_MAX, NAME_MAX less the longest suffix headroom adds to
+// a run's file names), checked here so the key is named instead of the
+// filesystem's "File name too long" surfacing later.
+constexpr size_t kMaxPathBytes = 4095;
+constexpr size_t kMaxNameBytes = 200;
+
+std::optional<std::string> path_or_empty(std::string_view text) {
+  if (text.size() > kMaxPathBytes)
+    return "a path of at most " + std::to_string(kMaxPathBytes) + " bytes";
+  if (text.find('\0') != std::string_view::npos) return "a path without NUL characters";
+  return std::nullopt;
+}
+
 std::optional<std::string> non_empty_path(std::string_view text) {
   if (text.empty()) return "a non-empty path";
-  return std::nullopt;
+  return path_or_empty(text);
 }
 
 // run.name becomes a folder under run.out_dir, so it must be one path component.
 std::optional<std::string> folder_name(std::string_view text) {
-  if (text.empty() || text == "." || text == ".." || text.find('/') != std::string_view::npos)
+  if (text.empty() || text == "." || text == ".." || text.find('/') != std::string_view::npos ||
+      text.find('\0') != std::string_view::npos)
     return "a non-empty name without '/'";
+  if (text.size() > kMaxNameBytes)
+    return "a name of at most " + std::to_string(kMaxNameBytes) + " bytes (it names a folder)";
   return std::nullopt;
 }
 
@@ -238,24 +265,29 @@ std::string render_bytes(uint64_t bytes) {
 template <class Access>
 ConfigKey byte_size(std::string name, Access field, std::string doc) {
   auto set = [=](ExperimentConfig& c, const toml::node& node) -> Complaint {
+    // No device or host has a pebibyte: past it a value is a typo ("10000000.5TB"),
+    // not a capacity, and would silently mean "unlimited".
+    constexpr uint64_t kMaxBytes = uint64_t{1} << 50;
     const std::string expected =
-        "expected a byte size like \"80GiB\", \"1.5GB\" or an integer, got ";
+        "expected a byte size like \"80GiB\", \"1.5GB\" or an integer, at most 1 PiB, got ";
     if (const auto* integer_value = node.as_integer()) {
-      if (integer_value->get() < 0) return expected + std::to_string(integer_value->get());
+      if (integer_value->get() < 0 || static_cast<uint64_t>(integer_value->get()) > kMaxBytes)
+        return expected + std::to_string(integer_value->get());
       field(c) = static_cast<uint64_t>(integer_value->get());
       return std::nullopt;
     }
     if (const auto* string_value = node.as_string()) {
       std::optional<uint64_t> bytes = parse_bytes(string_value->get());
-      if (!bytes) return expected + toml_quote(string_value->get());
+      if (!bytes || *bytes > kMaxBytes) return expected + quote_excerpt(string_value->get());
       field(c) = *bytes;
       return std::nullopt;
     }
     return expected + toml_describe(node);
   };
   auto get = [=](const ExperimentConfig& c) { return render_bytes(field(c)); };
-  return make_key(std::move(name), "byte size: integer or \"80GiB\", \"1.5GB\", \"512MiB\"",
-                  std::move(doc), set, get);
+  return make_key(std::move(name),
+                  "byte size <= 1 PiB: integer or \"80GiB\", \"1.5GB\", \"512MiB\"", std::move(doc),
+                  set, get);
 }
 
 // --- keys with a shape of their own ---------------------------------------------
@@ -373,7 +405,9 @@ std::vector<ConfigKey> build_schema() {
              "Names the run: its folder is <run.out_dir>/<run.name>/ and the trace records it.",
              folder_name),
       integer(HR_FIELD(run.seed), 0, kNoMax,
-              "Seed for dropout and any other randomness drawn during steps."),
+              "Seed of the randomness drawn during steps: the dropout masks (lora.dropout), "
+              "which also depend on the step, the rank and the micro-batch, so a resumed run "
+              "draws the same ones."),
       integer(HR_FIELD(run.steps), 1, kNoMax, "Optimizer steps to run."),
       choice(HR_FIELD(run.backend),
              "Where the math runs. \"meta\" computes nothing and allocates exactly what a real "
@@ -387,10 +421,12 @@ std::vector<ConfigKey> build_schema() {
              "given."),
       string(HR_FIELD(model.hf_config),
              "Path to a Hugging Face config.json that defines the architecture instead of "
-             "model.preset."),
+             "model.preset.",
+             path_or_empty),
       string(HR_FIELD(model.weights),
              "safetensors file or folder with Hugging Face tensor names; \"\" = random "
-             "initialization from model.seed."),
+             "initialization from model.seed.",
+             path_or_empty),
       choice(HR_FIELD(model.dtype), "Storage type of the weights, activations and gradients."),
       integer(HR_FIELD(model.seed), 0, kNoMax,
               "Seed of the random initialization when model.weights is \"\"."),
@@ -409,20 +445,23 @@ std::vector<ConfigKey> build_schema() {
              "\"kaiming_uniform\" is PEFT's default (init_lora_weights = True), \"gaussian\" "
              "draws A from N(0, 1/rank)."),
       integer(HR_FIELD(lora.seed), 0, kNoMax,
-              "Seed of A's initialization and of the dropout masks."),
+              "Seed of A's initialization (the dropout masks come from run.seed)."),
 
       // [data]
       string(HR_FIELD(data.path),
-             "Tokenized HDF5 dataset written by data_tools/; required by `train` and `plan`."),
-      integer(HR_FIELD(data.max_sample_tokens), 0, kNoMax,
+             "Tokenized HDF5 dataset written by data_tools/; required by `train` and `plan`.",
+             path_or_empty),
+      integer(HR_FIELD(data.max_sample_tokens), 0, kMaxTokens,
               "Samples longer than this are truncated to it; 0 = never truncate."),
       boolean(HR_FIELD(data.shuffle), "Shuffle sample order every epoch."),
       integer(HR_FIELD(data.seed), 0, kNoMax, "Seed of the shuffle."),
       boolean(HR_FIELD(data.synthesize_if_missing),
               "If data.path does not exist, first write a synthetic corpus there: an order-1 "
               "Markov source of known entropy over the model's vocabulary (seeded by data.seed)."),
-      integer(HR_FIELD(data.synthetic_documents), 1, kNoMax,
-              "Documents in the synthetic corpus (lengths uniform in 32..512 tokens)."),
+      integer(HR_FIELD(data.synthetic_documents), 1, kNoMax, "Documents in the synthetic corpus."),
+      string(HR_FIELD(data.synthetic_lengths),
+             "Lengths of the synthetic documents, as `headroom data synth --lengths` takes them: "
+             "fixed:L, uniform:A-B, lognormal:MEDIAN,SIGMA,MIN-MAX or histogram:A-B:W,C-D:W,..."),
 
       // [batch]
       choice(HR_FIELD(batch.mode),
@@ -436,7 +475,7 @@ std::vector<ConfigKey> build_schema() {
       integer(HR_FIELD(batch.packing_window), 0, kNoMax,
               "Packed: consecutive samples (of the shuffled order) packed together; bins never "
               "mix windows. 0 = the whole epoch."),
-      integer(HR_FIELD(batch.max_tokens_per_micro_batch), 1, kNoMax,
+      integer(HR_FIELD(batch.max_tokens_per_micro_batch), 1, kMaxTokens,
               "Packed: token budget of one micro-batch, filled first-fit; a longer sample gets a "
               "micro-batch of its own."),
       integer(HR_FIELD(batch.micro_batch_size), 0, kNoMax,
@@ -444,7 +483,7 @@ std::vector<ConfigKey> build_schema() {
               "bin, 0 = no cap."),
       integer(HR_FIELD(batch.grad_accum), 1, kNoMax,
               "Micro-batches whose gradients are summed into one optimizer step."),
-      integer(HR_FIELD(batch.seq_len), 0, kNoMax,
+      integer(HR_FIELD(batch.seq_len), 0, kMaxTokens,
               "Padded: every sample is padded to this length; 0 = to the longest sample of the "
               "micro-batch."),
 
@@ -460,11 +499,11 @@ std::vector<ConfigKey> build_schema() {
       integer(HR_FIELD(attention.block_size), 1, 128,
               "Tile edge of the block-sparse kernel, and the block length of \"dflash_block\". At "
               "most 128: the cpu kernel keeps its tiles on each thread's stack."),
-      integer(HR_FIELD(attention.window), 0, kNoMax,
+      integer(HR_FIELD(attention.window), 0, kMaxTokens,
               "\"sliding_window\": tokens each query attends to, itself included."),
 
       // [loss]
-      integer(HR_FIELD(loss.chunk_size), 0, kNoMax,
+      integer(HR_FIELD(loss.chunk_size), 0, kMaxTokens,
               "Tokens per chunk of the fused linear + cross-entropy; 0 = all logits at once."),
       choice(HR_FIELD(loss.mode),
              "\"save\" keeps every chunk's softmax for backward (chunking alone saves nothing); "
@@ -492,7 +531,9 @@ std::vector<ConfigKey> build_schema() {
       integer(HR_FIELD(checkpoint.save_every), 0, kNoMax,
               "Steps between saved checkpoints; 0 = none during the run."),
       string(HR_FIELD(checkpoint.dir),
-             "Where checkpoints go; \"\" = <run.out_dir>/<run.name>/checkpoints."),
+             "Where checkpoints go; \"\" = <run.out_dir>/<run.name>/checkpoints. `--overwrite` "
+             "of a run removes the step-N folders its earlier run left here.",
+             path_or_empty),
       choice(HR_FIELD(checkpoint.format),
              "\"sharded\": each rank writes its own shard. \"consolidated\": one file with "
              "Hugging Face tensor names."),
@@ -501,7 +542,8 @@ std::vector<ConfigKey> build_schema() {
              "A checkpoint folder (<checkpoint.dir>/step-N) to continue from: weights, AdamW "
              "state, step counts and the data cursor are restored and the run goes on with step "
              "N + 1, writing trace.rank0.from-step-N.h5 beside the earlier trace. \"\" = start "
-             "afresh."),
+             "afresh.",
+             path_or_empty),
 
       // [optimizer]
       number(HR_FIELD(optimizer.lr), kPositive, "Peak learning rate of AdamW."),
@@ -511,7 +553,12 @@ std::vector<ConfigKey> build_schema() {
       number(HR_FIELD(optimizer.grad_clip), kNonNegative,
              "Clip the global gradient norm to this; 0 = no clipping."),
       choice(HR_FIELD(optimizer.master_dtype),
-             "Type of the master weights and of AdamW's two moment states."),
+             "Type of the master weights and of AdamW's two moment states. Only \"fp32\" is "
+             "built: \"bf16\" is refused until the optimizer keeps bf16 states."),
+      integer(HR_FIELD(optimizer.max_nonfinite_steps), 0, kNoMax,
+              "Consecutive steps skipped for a non-finite loss or gradient after which the run "
+              "stops with exit code 4; 0 = never stop early. A run none of whose steps was "
+              "finite exits 4 either way."),
 
       // [schedule]
       integer(HR_FIELD(schedule.warmup_steps), 0, kNoMax,

@@ -166,6 +166,8 @@ Batcher::Batcher(const TokenDataset& dataset, BatchOptions options)
   truncate_at_ = options_.max_sample_tokens;
   if (padded && options_.seq_len > 0)
     truncate_at_ = truncate_at_ > 0 ? std::min(truncate_at_, options_.seq_len) : options_.seq_len;
+  // Before planning: a corpus with nothing to learn would train at loss 0.
+  dataset.check_trainable(truncate_at_);
   length_.resize(static_cast<size_t>(dataset.num_documents()));
   for (int64_t d = 0; d < dataset.num_documents(); ++d) {
     const int64_t length = batched_length(d);

@@ -137,7 +137,9 @@ std::vector<std::vector<int64_t>> deal_by_cost(std::span<const int64_t> costs, i
 class Batcher {
  public:
   // Keeps a reference to `dataset`, which must outlive the batcher. Throws
-  // UsageError for impossible options or a dataset with no non-empty document.
+  // UsageError for impossible options or a dataset with nothing to learn
+  // once documents are truncated as the options say
+  // (TokenDataset::check_trainable).
   Batcher(const TokenDataset& dataset, BatchOptions options);
 
   // This rank's grad_accum micro-batches of the next step.

@@ -73,16 +73,28 @@ struct BpeTokenizer::Impl {
   std::vector<std::string> bytes_of;  // id -> the bytes it decodes to
   std::vector<bool> known;            // id -> has a token
 
-  void encode_piece(std::string_view piece, std::vector<int32_t>& ids) const {
+  // `text`: what encode() was given, `piece` a view into it.
+  void encode_piece(std::string_view text, std::string_view piece,
+                    std::vector<int32_t>& ids) const {
     const auto push = [&](int32_t id) { ids.push_back(id); };
     const auto merge = [&](std::string_view word) { model.encode(word, ids); };
-    const auto pre_tokenize = [&](std::string_view text) { pre_tokenizer.split(text, merge); };
-    if (!nfc) {
-      normalized_tokens.split(piece, pre_tokenize, push);
-      return;
-    }
-    const std::string normalized = to_nfc(piece);
-    normalized_tokens.split(normalized, pre_tokenize, push);
+    const size_t piece_offset = static_cast<size_t>(piece.data() - text.data());
+    const std::string normalized = nfc ? to_nfc(piece) : std::string();
+    const std::string_view source = nfc ? std::string_view(normalized) : piece;
+    const auto pre_tokenize = [&](std::string_view part) {
+      try {
+        pre_tokenizer.split(part, merge);
+      } catch (const RegexLimitError& e) {
+        const size_t at = static_cast<size_t>(part.data() - source.data()) + e.offset();
+        if (!nfc) throw RegexLimitError(path + ": " + e.step(), e.reason(), piece_offset + at);
+        // NFC moves bytes: name the piece of the text and the place in its normal form.
+        throw RegexLimitError(path + ": " + e.step(),
+                              e.reason() + " (byte " + std::to_string(at) +
+                                  " of the NFC form of the text from this byte on)",
+                              piece_offset);
+      }
+    };
+    normalized_tokens.split(source, pre_tokenize, push);
   }
 };
 
@@ -183,7 +195,7 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3);
   impl_->raw_tokens.split(
-      text, [&](std::string_view piece) { impl_->encode_piece(piece, ids); },
+      text, [&](std::string_view piece) { impl_->encode_piece(text, piece, ids); },
       [&](int32_t id) { ids.push_back(id); });
   return ids;
 }

@@ -65,7 +65,10 @@ class BpeTokenizer {
 
   // The ids of `text`, as HF's encode(text, add_special_tokens=False): added
   // and special tokens written in the text are recognised and become their
-  // own id. Ill-formed UTF-8 is a UsageError "invalid UTF-8 at byte <n> ...".
+  // own id. Ill-formed UTF-8 is a UsageError "invalid UTF-8 at byte <n> ...";
+  // a pre-tokenizer regex past its limits (pre_tokenizer.h) is a
+  // RegexLimitError "<tokenizer.json>: <step> (Split regex "..."): gave up
+  // matching at byte <k> ...", offset() the byte of `text`.
   std::vector<int32_t> encode(std::string_view text) const;
 
   // The text of `ids` (special tokens included, as their content), as HF's

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <utility>
 
+#include "util/bytes.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -23,6 +24,9 @@ using json = nlohmann::json;
 // Bytes per read, and zlib's own buffer: large enough that a plain file is
 // read with few system calls, small enough not to matter next to the writer.
 constexpr unsigned kReadBytes = 1u << 20;
+// The longest line (one record) held in memory: a document of about 170M
+// token ids, far past any context length; past it the input is not JSONL.
+constexpr size_t kMaxLineBytes = size_t{1} << 30;
 // Fields of a record listed in a "missing field" message.
 constexpr size_t kListedFields = 8;
 
@@ -379,6 +383,19 @@ struct JsonlDocumentReader::State {
     eof = n == 0;
   }
 
+  // Refuses a NUL byte in `chunk`, which holds the bytes [at, at + size) of
+  // the line being read: JSON text never holds one (nlohmann's parser would
+  // take it for the end of the input and accept what came before), and
+  // /dev/zero, named by mistake, is nothing but them.
+  void check_chunk(const char* chunk, size_t size, size_t at) const {
+    const void* nul = std::memchr(chunk, '\0', size);
+    if (nul != nullptr)
+      throw UsageError(
+          display + ":" + std::to_string(lines + 1) + ": NUL byte at byte " +
+          std::to_string(at + static_cast<size_t>(static_cast<const char*>(nul) - chunk)) +
+          " of the line: expected JSON text (is this a binary file?)");
+  }
+
   // The next line without its '\n'; false at the end of the input. The view
   // lives until the next call.
   bool read_line(std::string_view& out) {
@@ -391,6 +408,7 @@ struct JsonlDocumentReader::State {
         const void* newline = std::memchr(start, '\n', available);
         if (newline != nullptr) {
           const size_t n = static_cast<size_t>(static_cast<const char*>(newline) - start);
+          check_chunk(start, n, carry.size());
           begin += n + 1;
           bytes += static_cast<int64_t>(n + 1);
           if (!partial) {
@@ -401,6 +419,11 @@ struct JsonlDocumentReader::State {
           }
           return true;
         }
+        check_chunk(start, available, carry.size());
+        if (carry.size() + available > kMaxLineBytes)
+          throw UsageError(display + ":" + std::to_string(lines + 1) + ": line longer than " +
+                           format_bytes_exact(kMaxLineBytes) +
+                           ": a JSONL record is one line (is this a JSONL file?)");
         carry.append(start, available);
         bytes += static_cast<int64_t>(available);
         begin = end;

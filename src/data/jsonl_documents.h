@@ -10,7 +10,10 @@
 // only the current line and its record are held, so memory is bounded by the
 // longest line, never by the length of the file. Input is read through zlib:
 // a gzip-compressed file (whatever its name) reads the same as plain text,
-// and "-" reads standard input.
+// and "-" reads standard input. Pipes and FIFOs stream like files
+// (`<(zcat a.jsonl.gz)`); a NUL byte anywhere is an error at its line (JSON
+// text never holds one, so /dev/zero stops at line 1), and so is a line of
+// more than 1 GiB.
 //
 // Per record, with the field names of JsonlSchema:
 //   ids_field     required: an array of integers in [0, vocab_size)

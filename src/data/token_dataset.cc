@@ -108,9 +108,9 @@ TokenDatasetAttributes read_attributes(hid_t file, const std::string& path) {
                      "; this build reads format_version " +
                      std::to_string(TokenDataset::kFormatVersion));
   a.vocab_size = required_int(file, path, "vocab_size");
-  if (a.vocab_size < 1)
+  if (a.vocab_size < 1 || a.vocab_size > (int64_t{1} << 31))
     throw UsageError(path + ": vocab_size = " + std::to_string(a.vocab_size) +
-                     ": must be at least 1");
+                     ": expected 1..2^31 (token ids are int32)");
   a.eos_id = required_int(file, path, "eos_id");
   a.bos_id = required_int(file, path, "bos_id");
   for (const auto& [name, id] : {std::pair{"eos_id", a.eos_id}, std::pair{"bos_id", a.bos_id}}) {
@@ -187,6 +187,64 @@ void validate_tokens(hid_t tokens, const std::vector<int64_t>& offsets, int64_t 
   }
 }
 
+// What training can learn from: the Batcher (batcher.cc, append_document)
+// makes position t of a document predict token t + 1 when t + 1 < its length
+// and, with a /loss_mask, loss_mask[t + 1] != 0. So token j of a document is a
+// target iff j >= 1 (and its mask is 1).
+struct TargetStats {
+  int64_t targets = 0;
+  // The smallest in-document index of a target over all documents; -1 = none.
+  // A document cut to its first k tokens keeps a target iff its earliest one is
+  // below k, so this one number answers for every truncation.
+  int64_t earliest = -1;
+};
+
+void note_earliest(TargetStats& stats, int64_t position) {
+  if (stats.earliest < 0 || position < stats.earliest) stats.earliest = position;
+}
+
+TargetStats targets_without_mask(const std::vector<int64_t>& offsets) {
+  TargetStats stats;
+  for (size_t d = 0; d + 1 < offsets.size(); ++d) {
+    const int64_t length = offsets[d + 1] - offsets[d];
+    if (length < 2) continue;
+    stats.targets += length - 1;
+    stats.earliest = 1;
+  }
+  return stats;
+}
+
+// Streams /loss_mask slab by slab: every value must be 0 or 1 (the message
+// names the first other one, its document and position), and the targets
+// are counted as above.
+TargetStats validate_loss_mask(hid_t mask, const std::vector<int64_t>& offsets, int64_t num_tokens,
+                               const std::string& path) {
+  TargetStats stats;
+  std::vector<uint8_t> slab;
+  size_t document = 0;  // the document holding token `index`
+  for (int64_t start = 0; start < num_tokens; start += kValidateSlab) {
+    const int64_t count = std::min(kValidateSlab, num_tokens - start);
+    slab.resize(static_cast<size_t>(count));
+    read_slab(mask, H5T_NATIVE_UINT8, start, count, slab.data(), path, "loss_mask");
+    for (int64_t j = 0; j < count; ++j) {
+      const int64_t index = start + j;
+      while (offsets[document + 1] <= index)  // skips empty documents too
+        ++document;
+      const uint8_t value = slab[static_cast<size_t>(j)];
+      const int64_t position = index - offsets[document];
+      if (value > 1)
+        throw UsageError(path + ": /loss_mask[" + std::to_string(index) +
+                         "] = " + std::to_string(value) + " (document " + std::to_string(document) +
+                         ", position " + std::to_string(position) +
+                         "): expected 0 (not a target) or 1 (a target)");
+      if (value == 0 || position == 0) continue;  // a document's first token is no target
+      ++stats.targets;
+      note_earliest(stats, position);
+    }
+  }
+  return stats;
+}
+
 }  // namespace
 
 struct TokenDataset::State {
@@ -194,6 +252,7 @@ struct TokenDataset::State {
   TokenDatasetAttributes attributes;
   std::vector<int64_t> offsets;  // num_documents + 1
   int64_t num_tokens = 0;
+  TargetStats targets;
   // The datasets are declared after the file so they close before it
   // (members are destroyed in reverse order).
   Hid file;
@@ -235,6 +294,8 @@ TokenDataset TokenDataset::open(const std::string& path, int64_t model_vocab) {
   validate_tokens(tokens.get(), state->offsets, num_tokens, state->attributes.vocab_size,
                   model_vocab, path);
 
+  state->targets = mask.valid() ? validate_loss_mask(mask.get(), state->offsets, num_tokens, path)
+                                : targets_without_mask(state->offsets);
   state->num_tokens = num_tokens;
   state->tokens = std::move(tokens);
   state->loss_mask = std::move(mask);
@@ -255,6 +316,32 @@ int64_t TokenDataset::num_tokens() const {
 }
 bool TokenDataset::has_loss_mask() const {
   return state_->loss_mask.valid();
+}
+
+int64_t TokenDataset::num_targets() const {
+  return state_->targets.targets;
+}
+
+void TokenDataset::check_trainable(int64_t truncate_at) const {
+  HR_CHECK(truncate_at >= 0, "truncate_at is a token count or 0");
+  const std::string& path = state_->path;
+  const std::string nothing = ": nothing to train on";
+  if (num_documents() == 0) throw UsageError(path + ": no documents (/offsets = [0])" + nothing);
+  if (num_tokens() == 0)
+    throw UsageError(path + ": all " + std::to_string(num_documents()) +
+                     " documents are empty (/tokens has no entries)" + nothing);
+  const int64_t earliest = state_->targets.earliest;
+  if (earliest < 0 && !has_loss_mask())
+    throw UsageError(path + ": no document has 2 or more tokens" + nothing +
+                     " (a token's target is the next token of its document)");
+  if (earliest < 0)
+    throw UsageError(path + ": /loss_mask is 0 at every token that could be a target (every " +
+                     "token after its document's first)" + nothing);
+  if (truncate_at > 0 && earliest >= truncate_at)
+    throw UsageError(path + ": documents cut to their first " + std::to_string(truncate_at) +
+                     " tokens (data.max_sample_tokens, or seq_len in padded mode) keep no " +
+                     "target: the earliest target of any document is its token " +
+                     std::to_string(earliest) + nothing);
 }
 
 int64_t TokenDataset::document_offset(int64_t document) const {

@@ -12,6 +12,10 @@
 // naming the file, the dataset and the first bad index, e.g.
 //   data/train.h5: /offsets[1024] = 88231 < /offsets[1023] = 90112: offsets must not decrease
 //
+// /loss_mask values must be 0 or 1 (the first other one is named with its
+// document and position); open() streams the mask once for that and to count
+// the targets (num_targets, check_trainable) in memory bounded by one slab.
+//
 // Memory: the offsets stay in memory (8 bytes per document) so that document
 // lengths, which the batcher plans every epoch with, cost no I/O. Tokens are
 // never loaded whole: open() validates them in 1M-token hyperslabs and
@@ -62,6 +66,18 @@ class TokenDataset {
   int64_t num_documents() const;
   int64_t num_tokens() const;
   bool has_loss_mask() const;
+  // Tokens that training predicts (counted at open, with no truncation):
+  // token j >= 1 of a document, when its /loss_mask value is 1 (or there is no
+  // /loss_mask) — exactly the targets the Batcher's batches hold.
+  int64_t num_targets() const;
+  // Throws a UsageError naming the file unless a run on this dataset, with
+  // every document cut to its first `truncate_at` tokens (0 = never cut),
+  // has at least one target: zero documents, only empty documents, only
+  // one-token documents, a /loss_mask that is 0 wherever a target could be,
+  // or a cut before every document's first target. Costs nothing: the
+  // numbers it needs are gathered by open(). The Batcher calls it; a run
+  // calls it before it writes anything.
+  void check_trainable(int64_t truncate_at = 0) const;
   int64_t document_length(int64_t document) const;
   // Where document `document` starts in /tokens.
   int64_t document_offset(int64_t document) const;

@@ -1,12 +1,9 @@
 #include "data/tokenizer_json.h"
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "data/read_file.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -95,12 +92,14 @@ PreTokenizer::Step byte_level_step(const Reader& r, const json& obj, const std::
   step.kind = PreTokenizer::Step::Kind::kByteLevel;
   step.add_prefix_space = r.get<bool>(obj, key, "add_prefix_space", true);
   step.use_regex = r.get<bool>(obj, key, "use_regex", true);
+  step.key = key;
   return step;  // trim_offsets changes offsets only, never ids
 }
 
 PreTokenizer::Step split_step(const Reader& r, const json& obj, const std::string& key) {
   PreTokenizer::Step step;
   step.kind = PreTokenizer::Step::Kind::kSplit;
+  step.key = key;
   const std::string pattern_key = Reader::join(key, "pattern");
   const json& pattern = r.object(r.at(obj, key, "pattern"), pattern_key);
   if (pattern.contains("Regex")) {
@@ -226,15 +225,6 @@ std::vector<AddedToken> added_tokens(const Reader& r, const json& root) {
   return tokens;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(path + ": cannot open tokenizer: " + std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw UsageError(path + ": cannot read tokenizer: " + std::strerror(errno));
-  return text.str();
-}
-
 }  // namespace
 
 TokenizerJson read_tokenizer_json(const std::string& path) {
@@ -242,7 +232,7 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     file = (std::filesystem::path(path) / "tokenizer.json").string();
-  const std::string text = read_file(file);
+  const std::string text = read_regular_file(file, kMaxTokenizerJsonBytes, "tokenizer");
   json root;
   try {
     root = json::parse(text);

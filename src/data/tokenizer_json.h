@@ -25,7 +25,8 @@ struct TokenizerJson {
   std::vector<AddedToken> added_tokens;
 };
 
-// Reads `path`, a tokenizer.json or a folder holding one.
+// Reads `path`, a tokenizer.json or a folder holding one: a regular file of
+// at most kMaxTokenizerJsonBytes (data/read_file.h).
 TokenizerJson read_tokenizer_json(const std::string& path);
 
 }  // namespace headroom

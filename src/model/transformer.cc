@@ -514,7 +514,7 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
 uint64_t Transformer::dropout_seed(int64_t layer, LoraTarget t) const {
   // splitmix64's finalizer over the inputs: distinct masks per adapter,
   // layer and micro-batch, the same in forward, recompute and backward.
-  uint64_t z = options_.lora.seed ^ (random_stream_ * 0x9E3779B97F4A7C15ull) ^
+  uint64_t z = options_.step_seed ^ (random_stream_ * 0x9E3779B97F4A7C15ull) ^
                (static_cast<uint64_t>(layer) << 8) ^ static_cast<uint64_t>(t);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;

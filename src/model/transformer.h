@@ -46,7 +46,7 @@ struct LoraOptions {
   float alpha = 32.0f;  // the update is scaled by alpha / rank
   float dropout = 0.0f;
   std::vector<LoraTarget> targets = {kLoraQ, kLoraV};
-  uint64_t seed = 0;           // A's init (B starts at zero) and the dropout masks
+  uint64_t seed = 0;           // A's init (B starts at zero)
   bool gaussian_init = false;  // A ~ N(0, 1/r) (PEFT's "gaussian"); else Kaiming-uniform
 };
 
@@ -59,6 +59,9 @@ struct TransformerOptions {
   int checkpoint_interval = 0;
   LinearCrossEntropyOptions loss;
   LoraOptions lora;
+  // run.seed: the randomness drawn during steps (the dropout masks), apart
+  // from the seeds of initialization (model.seed, lora.seed).
+  uint64_t step_seed = 0;
 };
 
 // Indices of a block group's views, in the order of block_layout().
@@ -106,7 +109,7 @@ class Transformer {
   void merge_adapters();
 
   // The randomness of the next forward_backward (LoRA dropout masks) comes
-  // from lora.seed and this stream; the trainer sets it from the step, the
+  // from options.step_seed and this stream; the trainer sets it from the step, the
   // micro-batch and the rank, so a resumed run draws the same masks.
   void set_random_stream(uint64_t stream) { random_stream_ = stream; }
 

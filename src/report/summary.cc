@@ -58,8 +58,9 @@ std::string summarize_steps(const TraceReader& trace) {
   const StepRecord& last = steps.back();
   auto skipped =
       std::count_if(steps.begin(), steps.end(), [](const StepRecord& s) { return s.skipped; });
-  std::string text = std::to_string(steps.size()) + ", last: step " + std::to_string(last.step) +
-                     ", loss " + format_number(last.loss);
+  std::string text = std::to_string(steps.size()) + ", last: step " + std::to_string(last.step);
+  // A plan (the meta backend) computes no math: it has no loss to show.
+  if (trace.header().backend != "meta") text += ", loss " + format_number(last.loss);
   if (skipped > 0) text += ", " + std::to_string(skipped) + " skipped (non-finite)";
   int64_t targets = 0, processed = 0, truncated = 0, longest = 0;
   for (const StepRecord& s : steps) {

@@ -71,13 +71,28 @@ std::optional<uint64_t> parse_bytes(std::string_view text) {
   }
   // A fraction only makes sense with a unit: "1.5" bytes is not a size.
   if (suffix.empty() || suffix == "B") return std::nullopt;
-  if (number.find('.') != number.rfind('.')) return std::nullopt;
-  double value = 0;
-  auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-  if (ec != std::errc() || end != number.data() + number.size()) return std::nullopt;
-  long double total = static_cast<long double>(value) * static_cast<long double>(multiplier);
-  if (total >= 18446744073709551615.0L) return std::nullopt;
-  return static_cast<uint64_t>(std::llround(static_cast<double>(total)));
+  const size_t dot = number.find('.');
+  if (dot != number.rfind('.')) return std::nullopt;
+  // The whole part is exact in integers (a double would round 20000000.5TB's
+  // 2e19 and wrap past 2^63); only the fraction of one unit, below 2^40
+  // bytes, goes through a long double, whose 64-bit mantissa holds it.
+  const std::string_view whole = number.substr(0, dot);
+  const std::string_view fraction = number.substr(dot + 1);
+  uint64_t units = 0;
+  auto [end, ec] = std::from_chars(whole.data(), whole.data() + whole.size(), units);
+  if (ec != std::errc() || end != whole.data() + whole.size()) return std::nullopt;
+  if (units != 0 && multiplier > UINT64_MAX / units) return std::nullopt;
+  long double part = 0.0L;
+  long double scale = 1.0L;
+  for (char digit : fraction) {  // digits only: the scan above took nothing else
+    scale /= 10.0L;
+    part += static_cast<long double>(digit - '0') * scale;
+  }
+  const uint64_t rest = static_cast<uint64_t>(
+      std::floor(part * static_cast<long double>(multiplier) + 0.5L));  // <= multiplier
+  const uint64_t base = units * multiplier;
+  if (rest > UINT64_MAX - base) return std::nullopt;
+  return base + rest;
 }
 
 std::string format_bytes(uint64_t bytes) {

@@ -16,9 +16,11 @@ constexpr uint64_t kTiB = 1024 * kGiB;
 // Parses "80GiB", "80GB", "512MiB", "1.5GiB", "4096", "4096B", "2 MiB".
 // Binary suffixes (KiB MiB GiB TiB) are powers of 1024, decimal ones (kB KB MB
 // GB TB) powers of 1000, as on GPU spec sheets vs nvidia-smi. Fractions are
-// allowed with a suffix and must come out to a whole byte count (rounded to
-// nearest). Returns nullopt for anything else (negative, empty, unknown unit,
-// overflow), so the caller can name the key in its error.
+// allowed with a suffix and are rounded to the nearest whole byte. The
+// largest size is 2^64 - 1 bytes (16 EiB, about "18446744TB"). Returns nullopt
+// for anything else (empty, a sign, exponents, nan / inf, an unknown unit or
+// trailing text, more than 2^64 - 1 bytes), so the caller can name the key
+// in its error.
 std::optional<uint64_t> parse_bytes(std::string_view text);
 
 // "970.0 MiB", "77.3 GiB", "512 B": one decimal, the largest binary unit that

@@ -7,9 +7,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli_harness.h"
 #include "data/token_dataset.h"
@@ -269,6 +272,120 @@ TEST_F(DataCli, EveryToolHasHelp) {
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find("usage: headroom data"), std::string::npos) << r.out;
   }
+}
+
+// --- hostile input (issue 11): every refusal is exit 2 naming the place ------
+
+// Every file under `dir`, with its bytes: "nothing already written changed".
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir))
+    if (entry.is_regular_file() && entry.path().filename() != "out.txt" &&
+        entry.path().filename() != "err.txt")
+      files[entry.path().string()] = slurp(entry.path());
+  return files;
+}
+
+TEST_F(DataCli, BatchesFlagsAreBounded) {
+  synth("a.h5");
+  for (const char* flags : {"--steps 99999999999", "--steps 100001", "--steps 0", "--steps=-3"}) {
+    SCOPED_TRACE(flags);
+    Result r = run(std::string("batches --set data.path=a.h5 ") + flags);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("--steps"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("1..100000"), std::string::npos) << r.err;
+  }
+  Result over = run("batches --set data.path=a.h5 --steps 999999999999999999999");
+  EXPECT_EQ(over.code, 2) << over.err;
+  EXPECT_NE(over.err.find("--steps"), std::string::npos) << over.err;
+  for (const char* flags : {"--world-size 100000", "--world-size 0", "--world-size=-1"}) {
+    SCOPED_TRACE(flags);
+    Result r = run(std::string("batches --set data.path=a.h5 ") + flags);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("--world-size"), std::string::npos) << r.err;
+  }
+  Result help = run("batches --help");
+  EXPECT_NE(help.out.find("1..100000"), std::string::npos) << help.out;
+  EXPECT_EQ(run("batches --set data.path=a.h5 --steps 100000 --set run.steps=1 "
+                "--set schedule.warmup_steps=0 --json")
+                .code,
+            0);
+}
+
+TEST_F(DataCli, BatchesRefuseADatasetWithNothingToLearn) {
+  ASSERT_EQ(run("synth one.h5 --vocab 512 --documents 5 --lengths fixed:1").code, 0);
+  Result r = run("batches --set data.path=one.h5");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("one.h5: no document has 2 or more tokens"), std::string::npos) << r.err;
+}
+
+TEST_F(DataCli, SynthFlagsAreBoundedAndNamed) {
+  for (const auto& [flags, named] : std::vector<std::pair<std::string, std::string>>{
+           {"--vocab 0", "--vocab 0"},
+           {"--vocab 99999999999", "--vocab 99999999999"},
+           {"--vocab 100 --branching 101", "--branching 101"},
+           {"--vocab 100 --order 0", "--order 0"},
+           {"--vocab 100 --concentration inf", "--concentration"},
+           {"--vocab 100 --concentration nan", "--concentration"},
+           {"--vocab 100 --documents 0", "--documents 0"},
+           {"--vocab 100 --documents 99999999999", "--documents 99999999999"},
+           {"--vocab 100 --lengths fixed:99999999999", "--lengths \"fixed:99999999999\""},
+           {"--vocab 100 --lengths uniform:1-99999999999999999999", "--lengths"},
+       }) {
+    SCOPED_TRACE(flags);
+    Result r = run("synth x.h5 " + flags);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find(named), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "x.h5"));
+  }
+}
+
+TEST_F(DataCli, SynthRefusesAFolderAsOutputAndKeepsIt) {
+  fs::create_directories(dir_ / "out.h5");
+  write("out.h5/keep.txt", "precious");
+  const auto before = snapshot(dir_);
+  for (const char* extra : {"", " --overwrite"}) {
+    Result r = run(std::string("synth out.h5 --vocab 100 --documents 3") + extra);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("out.h5: is a folder"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(snapshot(dir_), before);
+}
+
+TEST_F(DataCli, SynthMakesAMissingOutputFolder) {
+  Result r = run("synth results/data/x.h5 --vocab 100 --documents 3 --lengths fixed:8");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "results/data/x.h5"));
+  write("file", "not a folder");
+  const auto before = snapshot(dir_);
+  Result blocked = run("synth file/x.h5 --vocab 100 --documents 3");
+  EXPECT_EQ(blocked.code, 2) << blocked.err;
+  EXPECT_NE(blocked.err.find("file/x.h5: Not a directory"), std::string::npos) << blocked.err;
+  EXPECT_EQ(snapshot(dir_), before);
+}
+
+TEST_F(DataCli, ReportNamesALoopOrAnOverlongArgument) {
+  fs::create_symlink("loop", dir_ / "loop");
+  Result loop = run_headroom("report loop");
+  EXPECT_EQ(loop.code, 2) << loop.err;
+  EXPECT_NE(loop.err.find("loop: Too many levels of symbolic links"), std::string::npos)
+      << loop.err;
+  const std::string long_name(5000, 'n');
+  Result overlong = run_headroom("report " + long_name);
+  EXPECT_EQ(overlong.code, 2) << overlong.err;
+  EXPECT_NE(overlong.err.find(long_name.substr(0, 200) + "... (5000 characters)"),
+            std::string::npos)
+      << overlong.err.substr(0, 400);
+  EXPECT_NE(overlong.err.find("File name too long"), std::string::npos) << overlong.err.size();
+  EXPECT_LT(overlong.err.size(), 1000u) << "the whole name is not echoed";
+}
+
+TEST_F(DataCli, BatchesNamesADataPathLoop) {
+  fs::create_symlink("loop.h5", dir_ / "loop.h5");
+  Result r = run("batches --set data.path=loop.h5");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("data.path = loop.h5: Too many levels of symbolic links"), std::string::npos)
+      << r.err;
 }
 
 }  // namespace

@@ -417,7 +417,7 @@ TEST_F(Mpi, AnErrorOnAnyRankEndsTheJobWithTheRankNamed) {
                    "--set run.steps=2 --set data.path=missing.h5 "
                    "--set data.synthesize_if_missing=false");
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find("missing.h5: no such file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("data.path = \"missing.h5\": no such file"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("rank 0 of 2"), std::string::npos) << r.err;
   EXPECT_LT(r.seconds, 60);
 }

@@ -1,6 +1,8 @@
 // Loading and validation: every class of user error gives one exact,
 // positioned message; valid files and overrides land in the struct.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -260,6 +262,40 @@ TEST(ConfigLoad, DirectoryIsNotAFile) {
   }
 }
 
+// A config is read whole: what is not a regular file of at most 16 MiB is
+// refused by name before a byte of it is held (/dev/zero never ends).
+TEST(ConfigLoad, OnlyARegularFileOfBoundedSizeIsRead) {
+  auto message = [](const std::string& path) {
+    try {
+      load_config_file(path);
+    } catch (const UsageError& error) {
+      return std::string(error.what());
+    }
+    return std::string("loaded");
+  };
+  EXPECT_EQ(message("/dev/zero"),
+            "/dev/zero: cannot read config file: not a regular file (a device, FIFO or socket); "
+            "expected a TOML file");
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("headroom_load_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string fifo = (dir / "fifo.toml").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(message(fifo), fifo +
+                               ": cannot read config file: not a regular file (a device, "
+                               "FIFO or socket); expected a TOML file");  // without blocking
+  const std::filesystem::path huge = dir / "huge.toml";
+  std::ofstream(huge) << "[run]\n";
+  std::filesystem::resize_file(huge, (16u << 20) + 1);  // sparse
+  EXPECT_EQ(message(huge.string()), huge.string() +
+                                        ": cannot read config file: it is 16.0 MiB (16777217 B); "
+                                        "a config file is at most 16.0 MiB (16777216 B)");
+  const std::string loop = (dir / "loop.toml").string();
+  std::filesystem::create_symlink("loop.toml", loop);
+  EXPECT_EQ(message(loop), loop + ": cannot open config file: Too many levels of symbolic links");
+  std::filesystem::remove_all(dir);
+}
+
 // --- error classes --------------------------------------------------------------
 
 TEST(ConfigErrors, UnknownKeySuggestsTheNearest) {
@@ -328,7 +364,7 @@ TEST(ConfigErrors, OutOfRange) {
   EXPECT_EQ(error_of("[attention]\nblock_size = -64\n"),
             "x.toml:2:14: attention.block_size: expected an integer in 1..128, got -64");
   EXPECT_EQ(error_of("[loss]\nchunk_size = -1\n"),
-            "x.toml:2:14: loss.chunk_size: expected an integer >= 0, got -1");
+            "x.toml:2:14: loss.chunk_size: expected an integer in 0..2147483647, got -1");
   EXPECT_EQ(error_of("[optimizer]\nlr = 0\n"),
             "x.toml:2:6: optimizer.lr: expected a float > 0, got 0");
   EXPECT_EQ(error_of("[optimizer]\nlr = -1e-3\n"),
@@ -358,16 +394,28 @@ TEST(ConfigErrors, BadChoiceSuggestsTheNearest) {
             "x.toml:2:8: loss.mode: expected \"save\" or \"recompute\", got \"checkpoint\"");
 }
 
+TEST(ConfigErrors, ByteSizesPastAPebibyteAreRefusedNotWrapped) {
+  // 10000000.5TB once became 2^63 bytes through llround's overflow.
+  EXPECT_EQ(error_of("[memory]\ndevice_capacity = \"10000000.5TB\"\n"),
+            "x.toml:2:19: memory.device_capacity: expected a byte size like \"80GiB\", \"1.5GB\" "
+            "or an integer, at most 1 PiB, got \"10000000.5TB\"");
+  EXPECT_EQ(error_of("[memory]\ndevice_capacity = \"20000000.5TB\"\n"),
+            "x.toml:2:19: memory.device_capacity: expected a byte size like \"80GiB\", \"1.5GB\" "
+            "or an integer, at most 1 PiB, got \"20000000.5TB\"");
+  EXPECT_EQ(load("[memory]\ndevice_capacity = \"1024TiB\"\n").memory.device_capacity,
+            uint64_t{1} << 50);
+}
+
 TEST(ConfigErrors, BadByteSize) {
   EXPECT_EQ(error_of("\n\n\n\n\n[memory]\ndevice_capacity = \"80 gigs\"\n"),
             "x.toml:7:19: memory.device_capacity: expected a byte size like \"80GiB\", \"1.5GB\" "
-            "or an integer, got \"80 gigs\"");
+            "or an integer, at most 1 PiB, got \"80 gigs\"");
   EXPECT_EQ(error_of("[memory]\ndevice_capacity = -1\n"),
             "x.toml:2:19: memory.device_capacity: expected a byte size like \"80GiB\", \"1.5GB\" "
-            "or an integer, got -1");
+            "or an integer, at most 1 PiB, got -1");
   EXPECT_EQ(error_of("[memory]\ndevice_capacity = 1.5\n"),
             "x.toml:2:19: memory.device_capacity: expected a byte size like \"80GiB\", \"1.5GB\" "
-            "or an integer, got float 1.5");
+            "or an integer, at most 1 PiB, got float 1.5");
 }
 
 TEST(ConfigErrors, BadLoraTargets) {
@@ -545,7 +593,7 @@ TEST(ConfigOverrides, Errors) {
             "--set zero.stage=4: zero.stage: expected an integer in 0..3, got 4");
   EXPECT_EQ(error_of("", {"memory.device_capacity=80 gigs"}),
             "--set memory.device_capacity=80 gigs: memory.device_capacity: expected a byte size "
-            "like \"80GiB\", \"1.5GB\" or an integer, got \"80 gigs\"");
+            "like \"80GiB\", \"1.5GB\" or an integer, at most 1 PiB, got \"80 gigs\"");
 }
 
 TEST(ConfigOverrides, AllBadOverridesAreListedInOrder) {

@@ -43,7 +43,8 @@ ExperimentConfig everything_changed() {
             .shuffle = false,
             .seed = 5,
             .synthesize_if_missing = true,
-            .synthetic_documents = 77};
+            .synthetic_documents = 77,
+            .synthetic_lengths = "histogram:6000-8000:3,22000-26000:1"};
   c.batch = {.mode = BatchSection::Mode::kPadded,
              .packing = BatchSection::Packing::kNextFit,
              .packing_window = 128,
@@ -69,7 +70,8 @@ ExperimentConfig everything_changed() {
                  .eps = 1e-6,
                  .weight_decay = 0.0,
                  .grad_clip = 0.5,
-                 .master_dtype = Precision::kBf16};
+                 .master_dtype = Precision::kBf16,
+                 .max_nonfinite_steps = 3};
   c.schedule = {
       .warmup_steps = 100, .decay = ScheduleSection::Decay::kConstant, .min_lr = 1.0 / 3.0 * 1e-5};
   c.trace = {.memory_events = false, .flush_every = 10};
@@ -118,6 +120,7 @@ TEST(ConfigSchema, HasEveryKeyOfTheDesignSketch) {
                            "data.seed",
                            "data.synthesize_if_missing",
                            "data.synthetic_documents",
+                           "data.synthetic_lengths",
                            "batch.mode",
                            "batch.max_tokens_per_micro_batch",
                            "batch.micro_batch_size",
@@ -239,7 +242,7 @@ TEST(ConfigToToml, NonDefaultConfigRoundTrips) {
 TEST(ConfigToToml, ByteSizesKeepTheirUnitAndEveryByte) {
   for (uint64_t bytes :
        std::initializer_list<uint64_t>{80 * kGiB, 80'000'000'000ull, 1'500'000'000ull, 12'345ull,
-                                       3 * kKiB + 1, std::numeric_limits<uint64_t>::max()}) {
+                                       3 * kKiB + 1, (uint64_t{1} << 50) - 1, uint64_t{1} << 50}) {
     ExperimentConfig c;
     c.memory.device_capacity = bytes;
     EXPECT_EQ(load_config_string(to_toml(c), "resolved.toml").memory.device_capacity, bytes);

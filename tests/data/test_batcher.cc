@@ -671,7 +671,7 @@ TEST(Batcher, RefusesImpossibleOptionsAndCursors) {
 
   Corpus empty({0, 0}, false);
   expect_contains(usage_error([&] { Batcher(empty.dataset, BatchOptions{}); }),
-                  "corpus.h5: no document has any tokens");
+                  "corpus.h5: all 2 documents are empty");
 }
 
 }  // namespace

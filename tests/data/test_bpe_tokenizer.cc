@@ -23,9 +23,11 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "data/bpe_tokenizer.h"
+#include "data/pre_tokenizer.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -209,7 +211,7 @@ TEST_F(Qwen3, LongRunsStayFastAndRoundTrip) {
 #ifdef HEADROOM_SANITIZE
     constexpr double kLimit = 60.0;  // ASan + UBSan run about 10x slower
 #else
-    constexpr double kLimit = 10.0;  // about 0.1 s each
+    constexpr double kLimit = 10.0;     // about 0.1 s each
 #endif
     EXPECT_LT(seconds, kLimit) << text.size() << " bytes of '" << text.substr(0, 3) << "'";
     EXPECT_EQ(tokenizer().decode(ids), text);
@@ -367,6 +369,72 @@ TEST_F(BadTokenizerJson, RefusesWhatItCannotReproduce) {
       "pre_tokenizer.pretokenizers[1]: follows ByteLevel");
 }
 
+// ----------------------------------------------------------------- hostile input
+
+#ifdef HEADROOM_SANITIZE
+constexpr double kGiveUpSeconds = 60.0;  // ASan + UBSan run about 10x slower
+#else
+constexpr double kGiveUpSeconds = 5.0;  // about 0.4 s
+#endif
+
+// (a*)*b backtracks 2^n ways on n a's: ICU's time limit stops it, and the
+// error names the step, its pattern and the byte it was stuck at.
+TEST(RegexLimits, ACatastrophicPatternGivesUpQuickly) {
+  PreTokenizer::Step split;
+  split.pattern = "(a*)*b";
+  split.key = "pre_tokenizer.pretokenizers[0]";
+  const PreTokenizer pre({split});
+  const std::string text = "xy " + std::string(30, 'a');
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    pre.split(text, [](std::string_view) {});
+    ADD_FAILURE() << "the split finished";
+  } catch (const RegexLimitError& e) {
+    EXPECT_EQ(e.offset(), 3u);
+    EXPECT_CONTAINS(e.what(),
+                    "pre_tokenizer.pretokenizers[0] (Split regex \"(a*)*b\"): gave up "
+                    "matching at byte 3: the regex exceeded its time limit of 1000 ticks");
+    EXPECT_CONTAINS(e.what(), "U_REGEX_TIME_OUT");
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+            kGiveUpSeconds);
+}
+
+TEST_F(BadTokenizerJson, ACatastrophicSplitNamesTheFileStepAndByte) {
+  json j = read_json(kFixtures + "tiny_gpt2.json");
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "Split"},
+                           {"pattern", {{"Regex", "(a*)*b"}}},
+                           {"behavior", "Isolated"},
+                           {"invert", false}},
+                          j["pre_tokenizer"]}}};
+  write(dir_ / "t.json", j.dump());
+  const BpeTokenizer tokenizer = BpeTokenizer::load(file());
+  const auto start = std::chrono::steady_clock::now();
+  const std::string e = usage_error([&] { tokenizer.encode("the fox " + std::string(30, 'a')); });
+  EXPECT_CONTAINS(e, file() +
+                         ": pre_tokenizer.pretokenizers[0] (Split regex \"(a*)*b\"): gave "
+                         "up matching at byte 8: ");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+            kGiveUpSeconds);
+}
+
+TEST_F(BadTokenizerJson, OnlyARegularFileOfBoundedSizeIsRead) {
+  EXPECT_CONTAINS(usage_error([&] { BpeTokenizer::load("/dev/zero"); }),
+                  "/dev/zero: tokenizer is a character device: expected a regular file");
+  fs::create_directories(dir_ / "folder" / "tokenizer.json");
+  EXPECT_CONTAINS(usage_error([&] { BpeTokenizer::load((dir_ / "folder").string()); }),
+                  "folder/tokenizer.json: tokenizer is a directory");
+  // Sparse: 257 MiB on paper, nothing on disk.
+  const fs::path huge = dir_ / "huge.json";
+  write(huge, "{");
+  fs::resize_file(huge, 257u << 20);
+  EXPECT_CONTAINS(usage_error([&] { BpeTokenizer::load(huge.string()); }),
+                  "huge.json: tokenizer is 257.0 MiB (269484032 B); at most 256.0 MiB "
+                  "(268435456 B) of a tokenizer is read");
+}
+
 // ----------------------------------------------------------------- the CLI
 
 struct CliResult {
@@ -457,6 +525,51 @@ TEST_F(TokenizeCli, HelpDescribesTheTool) {
   EXPECT_EQ(r.code, 0);
   EXPECT_CONTAINS(r.out, "--tokenizer");
   EXPECT_CONTAINS(r.out, "--decode");
+}
+
+TEST_F(TokenizeCli, AFolderOrDeviceIsNotText) {
+  const std::string tiny = "--tokenizer '" + kFixtures + "tiny_gpt2.json' ";
+  fs::create_directories(dir_ / "texts");
+  CliResult folder = run(tiny + "texts");
+  EXPECT_EQ(folder.code, 2) << folder.err;
+  EXPECT_CONTAINS(folder.err, "texts: text to tokenize is a directory: expected a regular file");
+  EXPECT_EQ(folder.out, "");
+  CliResult zero = run(tiny + "/dev/zero");
+  EXPECT_EQ(zero.code, 2) << zero.err;
+  EXPECT_CONTAINS(zero.err, "/dev/zero: text to tokenize is a character device");
+  CliResult tokenizer = run("--tokenizer /dev/zero texts");
+  EXPECT_EQ(tokenizer.code, 2) << tokenizer.err;
+  EXPECT_CONTAINS(tokenizer.err, "/dev/zero: tokenizer is a character device");
+}
+
+TEST_F(TokenizeCli, DecodeParsesIdsStrictly) {
+  const std::string tiny = "--tokenizer '" + kFixtures + "tiny_gpt2.json' --decode ids.txt";
+  for (const auto& [ids, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"[72, 101,", "ids.txt: byte 9: expected a token id, got the end of the input"},
+           {"[72, 101", "ids.txt: byte 8: expected ',' or ']', got the end of the input"},
+           {"[72,, 101]", "ids.txt: byte 4: expected a token id, got \","},
+           {"[72] 5", "ids.txt: byte 5: expected nothing after the array's ']'"},
+           {"72 101,", "ids.txt: byte 7: expected a token id after ','"},
+           {",72", "ids.txt: byte 0: expected a token id, got \","},
+           {"72 ]", "ids.txt: byte 3: expected a token id, got \"]"},
+           {"72x", "ids.txt: byte 0: \"72x\" is not a token id"},
+           {"99999999999999999999", "ids.txt: byte 0: 99999999999999999999 is not a token id"},
+           {"[-1]", "ids.txt: byte 1: -1 is not a token id"},
+       }) {
+    SCOPED_TRACE(ids);
+    write(dir_ / "ids.txt", ids);
+    CliResult r = run(tiny);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_CONTAINS(r.err, expected);
+    EXPECT_EQ(r.out, "");
+  }
+  for (const char* ids : {"84 104 101", "84,104, 101\n", " [ 84 ,104,101 ] \n", "", "[]"}) {
+    SCOPED_TRACE(ids);
+    write(dir_ / "ids.txt", ids);
+    CliResult r = run(tiny);
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, std::string(ids).empty() || std::string(ids) == "[]" ? "" : "The");
+  }
 }
 
 }  // namespace

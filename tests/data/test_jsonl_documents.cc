@@ -3,6 +3,7 @@
 // the line, the field and the element.
 #include <zlib.h>
 
+#include <chrono>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -243,6 +244,34 @@ TEST(JsonlDocuments, UnreadableInputIsAUsageErrorNamingIt) {
   write_file(dir.file("a.jsonl"), "{}\n");
   expect_contains(usage_error([&] { JsonlDocumentReader(dir.file("a.jsonl"), schema(0)); }),
                   "vocab_size = 0: must be at least 1");
+}
+
+// JSON text never holds a NUL byte; nlohmann's parser takes one for the end
+// of its input, which would accept the record before it.
+TEST(JsonlDocuments, ANulByteIsAnErrorAtItsLine) {
+  TempDir dir;
+  expect_contains(error_for(dir, std::string("{\"input_ids\": [1, 2]}\0", 22)),
+                  "bad.jsonl:3: NUL byte at byte 21 of the line");
+  expect_contains(error_for(dir, std::string("\0{\"input_ids\": [1]}", 19)),
+                  "bad.jsonl:3: NUL byte at byte 0");
+  // Past the read buffer (1 MiB), in a line that has no newline yet.
+  const std::string path = dir.file("long.jsonl");
+  write_file(path, std::string(3 << 20, ' ') + std::string(1, '\0'));
+  expect_contains(usage_error([&] { read_all(path, schema()); }),
+                  "long.jsonl:1: NUL byte at byte 3145728 of the line");
+}
+
+TEST(JsonlDocuments, DevZeroStopsAtLineOneQuickly) {
+  const auto start = std::chrono::steady_clock::now();
+  expect_contains(usage_error([&] { read_all("/dev/zero", schema()); }),
+                  "/dev/zero:1: NUL byte at byte 0 of the line");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+}
+
+TEST(JsonlDocuments, AFolderIsRefusedByName) {
+  TempDir dir;
+  expect_contains(usage_error([&] { JsonlDocumentReader(dir.path(), schema()); }),
+                  dir.path() + ": is a folder; expected a JSONL file");
 }
 
 }  // namespace

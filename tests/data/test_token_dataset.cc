@@ -219,7 +219,7 @@ TEST(TokenDatasetErrors, BadAttributes) {
 
   raw = RawDataset::with_lengths({3, 4});
   raw.attributes["vocab_size"] = int64_t{0};
-  expect_contains(open_error(dir, raw), "bad.h5: vocab_size = 0: must be at least 1");
+  expect_contains(open_error(dir, raw), "bad.h5: vocab_size = 0: expected 1..2^31");
 
   raw = RawDataset::with_lengths({3, 4});
   raw.attributes["eos_id"] = int64_t{100};
@@ -405,6 +405,64 @@ TEST(TokenDatasetWriter, RefusesBadDocuments) {
   TokenDatasetWriter bad_eos(dir.file("d.h5"), sample_attributes());
   bad_eos.attributes().eos_id = 50000;
   expect_contains(usage_error([&] { bad_eos.finish(); }), "d.h5: eos_id = 50000 is outside");
+}
+
+// ---- loss_mask values and what there is to learn -----------------------------
+
+TEST(TokenDatasetErrors, LossMaskValuesAreZeroOrOne) {
+  TempDir dir;
+  RawDataset raw = RawDataset::with_lengths({3, 4});
+  raw.loss_mask = std::vector<uint8_t>{1, 1, 1, 0, 0, 7, 1};
+  expect_contains(open_error(dir, raw),
+                  "bad.h5: /loss_mask[5] = 7 (document 1, position 2): expected 0 (not a "
+                  "target) or 1 (a target)");
+}
+
+// Opens `raw` (which must be valid) and returns check_trainable's error.
+std::string trainable_error(const TempDir& dir, const RawDataset& raw, int64_t truncate_at = 0) {
+  const std::string path = dir.file("t.h5");
+  raw.write(path);
+  const TokenDataset dataset = TokenDataset::open(path, 100);
+  return usage_error([&] { dataset.check_trainable(truncate_at); });
+}
+
+TEST(TokenDatasetErrors, NothingToLearnIsRefusedNamingTheFile) {
+  TempDir dir;
+  expect_contains(trainable_error(dir, RawDataset::with_lengths({})),
+                  "t.h5: no documents (/offsets = [0]): nothing to train on");
+  expect_contains(trainable_error(dir, RawDataset::with_lengths({0, 0, 0})),
+                  "t.h5: all 3 documents are empty");
+  expect_contains(trainable_error(dir, RawDataset::with_lengths({1, 0, 1})),
+                  "t.h5: no document has 2 or more tokens: nothing to train on");
+  // A mask is 0 wherever a target could be: only a document's first token
+  // (which is never a target) is 1.
+  RawDataset zero = RawDataset::with_lengths({3, 2});
+  zero.loss_mask = std::vector<uint8_t>{1, 0, 0, 1, 0};
+  expect_contains(trainable_error(dir, zero), "t.h5: /loss_mask is 0 at every token that could");
+  // Cut to their first 2 tokens, documents whose first target is token 2 keep none.
+  RawDataset late = RawDataset::with_lengths({4, 5});
+  late.loss_mask = std::vector<uint8_t>{0, 0, 1, 1, 0, 0, 0, 1, 1};
+  expect_contains(trainable_error(dir, late, 2),
+                  "t.h5: documents cut to their first 2 tokens (data.max_sample_tokens, or "
+                  "seq_len in padded mode) keep no target: the earliest target of any document "
+                  "is its token 2");
+}
+
+TEST(TokenDataset, CountsTheTargetsTheBatcherTrainsOn) {
+  TempDir dir;
+  const std::string path = dir.file("ok.h5");
+  RawDataset raw = RawDataset::with_lengths({4, 1, 0, 3});
+  raw.write(path);
+  TokenDataset plain = TokenDataset::open(path, 100);
+  EXPECT_EQ(plain.num_targets(), 3 + 0 + 0 + 2);
+  plain.check_trainable();
+  plain.check_trainable(2);
+  raw.loss_mask = std::vector<uint8_t>{1, 0, 1, 1, /**/ 1, /**/ 0, 1, 0};
+  raw.write(dir.file("masked.h5"));
+  TokenDataset masked = TokenDataset::open(dir.file("masked.h5"), 100);
+  EXPECT_EQ(masked.num_targets(), 2 + 1);
+  masked.check_trainable(2);  // document 3's token 1 is a target
+  expect_contains(usage_error([&] { masked.check_trainable(1); }), "first 1 tokens");
 }
 
 }  // namespace

@@ -24,6 +24,41 @@ TEST(ParseBytes, RejectsEverythingElse) {
     EXPECT_FALSE(parse_bytes(bad).has_value()) << bad;
 }
 
+// 10000000.5TB went through llround's long long and came out 2^63.
+TEST(ParseBytes, FractionsAreExactUpToTheLargestUint64) {
+  EXPECT_EQ(parse_bytes("10000000.5TB"), 10'000'000'500'000'000'000ull);
+  EXPECT_EQ(parse_bytes("18446744.073709551615TB"), UINT64_MAX);
+  EXPECT_EQ(parse_bytes("18446744073709551615"), UINT64_MAX);
+  EXPECT_EQ(parse_bytes("16777215.999999999999TiB"), UINT64_MAX);  // 2^64 - 2^40 + (2^40 - 1)
+  EXPECT_EQ(parse_bytes("0.5KiB"), 512u);
+  EXPECT_EQ(parse_bytes("0.0001KiB"), 0u);  // 0.1 B rounds to 0
+  EXPECT_EQ(parse_bytes("1.0000000000000000000000001GiB"), kGiB);
+}
+
+TEST(ParseBytes, RefusesWhatDoesNotFitOrIsNotANumber) {
+  for (const char* bad : {"18446744.073709551616TB",
+                          "20000000.5TB",
+                          "16777216TiB",
+                          "18446744073709551616",
+                          "-1.5GiB",
+                          "-0",
+                          "+1GiB",
+                          "nan",
+                          "NaNGiB",
+                          "inf",
+                          "infGiB",
+                          "1e400GiB",
+                          "1e3GiB",
+                          "0x10",
+                          "1.5GiBx",
+                          "1.5 GiB junk",
+                          "1.5GiB\n2",
+                          "1,5GiB",
+                          " ",
+                          "1 . 5GiB"})
+    EXPECT_FALSE(parse_bytes(bad).has_value()) << bad;
+}
+
 TEST(FormatBytes, PicksTheLargestUnitKeepingOneDecimal) {
   EXPECT_EQ(format_bytes(512), "512 B");
   EXPECT_EQ(format_bytes(970 * kMiB), "970.0 MiB");
