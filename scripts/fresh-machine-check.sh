@@ -57,6 +57,13 @@ deb $mirror bookworm-updates main
 deb ${mirror%/debian}/debian-security bookworm-security main
 EOF
 
+# A new machine of this workplace trusts what this one trusts (its package
+# registries may be reached through a TLS proxy with a CA of its own): the
+# host's bundle becomes a local CA of the new root, which the ca-certificates
+# package that setup.sh installs then takes in.
+mkdir -p "$root/usr/local/share/ca-certificates"
+cp /etc/ssl/certs/ca-certificates.crt "$root/usr/local/share/ca-certificates/host-trust.crt"
+
 stage "clone HEAD ($(git rev-parse --short HEAD)) into $root/root/headroom"
 git clone -q "$top" "$root/root/headroom"
 echo "what the new machine has: $(chroot "$root" dpkg-query -W -f='.\n' | wc -l) packages," \

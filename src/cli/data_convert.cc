@@ -15,6 +15,7 @@
 // Text (`--text-field` with `--tokenizer`) goes through ids_of_record(), the
 // one place a record becomes token ids, through the byte-level BPE tokenizer
 // (data/bpe_tokenizer.h, loaded by make_tokenizer()).
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -159,16 +160,38 @@ void check_options(const Options& o) {
     throw UsageError("--labels-field " + o.schema.labels_field + " is also --mask-field");
 }
 
+// What `path` (the argument `argument` of the command line) is. A path the
+// filesystem cannot resolve — a symlink loop, a name too long, a folder we
+// may not enter — is a UsageError naming the argument; std::filesystem's
+// own exceptions would reach the user as an internal error.
+fs::file_type type_of(const std::string& argument, const std::string& path) {
+  std::error_code error;
+  const fs::file_status status = fs::status(path, error);
+  if (status.type() == fs::file_type::not_found) return fs::file_type::not_found;
+  if (error)
+    throw UsageError(argument + " " + path + ": cannot use: " + error.message() +
+                     (error.value() == ELOOP ? " (a symlink loop?)" : ""));
+  return status.type();
+}
+
+// Refuses an input path the filesystem cannot resolve, before anything is
+// read; a missing one is left to its reader, which says "cannot open".
+void check_input(const std::string& argument, const std::string& path) {
+  type_of(argument, path);
+}
+
 // Refuses an OUT that must not be replaced, before anything is read.
 void check_output(const Options& o) {
+  const fs::file_type out = type_of("OUT.h5", o.out);
+  const bool out_exists = out != fs::file_type::not_found;
   std::error_code error;
-  if (o.in != "-" && fs::exists(o.in) && fs::exists(o.out) && fs::equivalent(o.in, o.out, error))
+  if (o.in != "-" && out_exists && fs::equivalent(o.in, o.out, error))
     throw UsageError(o.out + ": is IN itself");
-  if (fs::exists(o.out) && !o.overwrite)
+  if (out_exists && !o.overwrite)
     throw UsageError(o.out + ": exists; pass --overwrite to replace it");
-  if (fs::is_directory(o.out)) throw UsageError(o.out + ": is a folder");
+  if (out == fs::file_type::directory) throw UsageError(o.out + ": is a folder");
   const fs::path parent = fs::path(o.out).parent_path();
-  if (!parent.empty() && !fs::is_directory(parent))
+  if (!parent.empty() && type_of("OUT.h5's folder", parent.string()) != fs::file_type::directory)
     throw UsageError(o.out + ": no such folder " + parent.string());
 }
 
@@ -406,6 +429,8 @@ int data_convert(const std::vector<std::string>& args) {
   if (!parse_data_options("convert", kUsage, args, visible, hidden, positional, vm)) return 0;
 
   check_options(o);
+  if (o.in != "-") check_input("IN.jsonl", o.in);
+  if (!o.tokenizer_path.empty()) check_input("--tokenizer", o.tokenizer_path);
   const Tokenize tokenize = make_tokenizer(o);
   check_output(o);
   if (!o.text_field.empty()) o.schema.text_field = o.text_field;

@@ -20,7 +20,8 @@ int data_tokenize(const std::vector<std::string>& args);
 
 // Parses `text` (the value of --lengths) as one of
 //   fixed:L   uniform:A-B   lognormal:MEDIAN,SIGMA,MIN-MAX   histogram:A-B:W,C-D:W,...
-// and validates it; a UsageError names --lengths and the text otherwise.
+// and validates it (no length may exceed 2^24 tokens); a UsageError names
+// --lengths and the text otherwise.
 LengthSpec parse_length_spec(const std::string& text);
 
 // Parses `args` of `headroom data <tool>` into `vm`. Returns false after

@@ -3,6 +3,7 @@
 // 4 numerical failure).
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,11 @@ int main(int argc, char** argv) {
   } catch (const headroom::Error& e) {
     std::fprintf(stderr, "headroom %s: %s\n", command.c_str(), e.what());
     return static_cast<int>(e.code());
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the commands did not check up front (they name the key or
+    // argument when they do): still the user's file system, not a bug.
+    std::fprintf(stderr, "headroom %s: %s\n", command.c_str(), e.what());
+    return static_cast<int>(headroom::ExitCode::kUsage);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "headroom %s: internal error: %s\n", command.c_str(), e.what());
     return static_cast<int>(headroom::ExitCode::kInternal);

@@ -540,6 +540,7 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
   auto commit = [&] {
     if (folder.committed()) return;
     folder.commit();
+    trace.renamed(trace_path.string());
   };
   auto current_trace_path = [&] { return folder.committed() ? trace_path : staged_trace; };
 

@@ -78,19 +78,34 @@ struct TokenDatasetWriter::State {
 
   void flush_tokens() {
     append(tokens.get(), H5T_NATIVE_INT32, token_buffer.data(), tokens_written, token_buffer.size(),
-           tmp_path, "/tokens");
+           path, "/tokens");
     token_buffer.clear();
     if (with_mask) {
       append(mask.get(), H5T_NATIVE_UINT8, mask_buffer.data(), masks_written, mask_buffer.size(),
-             tmp_path, "/loss_mask");
+             path, "/loss_mask");
       mask_buffer.clear();
     }
   }
 
   void flush_offsets() {
     append(offsets.get(), H5T_NATIVE_INT64, offset_buffer.data(), offsets_written,
-           offset_buffer.size(), tmp_path, "/offsets");
+           offset_buffer.size(), path, "/offsets");
     offset_buffer.clear();
+  }
+
+  // Closes the temporary without writing more and removes it. After a
+  // failed write HDF5 still holds what it could not write (a full disk), and
+  // closing would retry it, fail again, and leave the file open until
+  // HDF5's shutdown at exit, which then loops or crashes; detached, those
+  // writes go to memory.
+  void abandon() noexcept {
+    hdf5::detach_from_disk(file.get());
+    mask.reset();
+    offsets.reset();
+    tokens.reset();
+    file.reset();
+    H5Eclear2(H5E_DEFAULT);
+    std::remove(tmp_path.c_str());
   }
 };
 
@@ -107,11 +122,16 @@ TokenDatasetWriter::TokenDatasetWriter(std::string path, TokenDatasetAttributes 
                      ": a token dataset needs a vocabulary of at least 1");
   QuietHdf5Errors quiet;
   s.file = Hid(check_usage(H5Fcreate(s.tmp_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
-                           s.tmp_path, "cannot create token dataset"));
-  s.tokens = create_vector(s.file.get(), "tokens", H5T_STD_I32LE, kTokenChunk, s.tmp_path);
-  s.offsets = create_vector(s.file.get(), "offsets", H5T_STD_I64LE, kOffsetChunk, s.tmp_path);
-  if (s.with_mask)
-    s.mask = create_vector(s.file.get(), "loss_mask", H5T_STD_U8LE, kTokenChunk, s.tmp_path);
+                           s.path, "cannot create token dataset " + s.tmp_path));
+  try {
+    s.tokens = create_vector(s.file.get(), "tokens", H5T_STD_I32LE, kTokenChunk, s.path);
+    s.offsets = create_vector(s.file.get(), "offsets", H5T_STD_I64LE, kOffsetChunk, s.path);
+    if (s.with_mask)
+      s.mask = create_vector(s.file.get(), "loss_mask", H5T_STD_U8LE, kTokenChunk, s.path);
+  } catch (...) {
+    s.abandon();
+    throw;
+  }
   s.offset_buffer.push_back(0);
 }
 
@@ -120,11 +140,7 @@ TokenDatasetWriter::~TokenDatasetWriter() {
   // Abandoned (an exception, or never finished): leave nothing behind that
   // looks like a dataset.
   QuietHdf5Errors quiet;
-  state_->mask.reset();
-  state_->offsets.reset();
-  state_->tokens.reset();
-  state_->file.reset();
-  std::remove(state_->tmp_path.c_str());
+  state_->abandon();
 }
 
 void TokenDatasetWriter::append_document(std::span<const int32_t> tokens,
@@ -184,25 +200,29 @@ void TokenDatasetWriter::finish() {
   s.flush_tokens();
   s.flush_offsets();
   const hid_t file = s.file.get();
-  hdf5::write_int64_attribute(file, "format_version", TokenDataset::kFormatVersion, s.tmp_path);
-  hdf5::write_int64_attribute(file, "vocab_size", a.vocab_size, s.tmp_path);
-  hdf5::write_int64_attribute(file, "eos_id", a.eos_id, s.tmp_path);
-  hdf5::write_int64_attribute(file, "bos_id", a.bos_id, s.tmp_path);
-  hdf5::write_string_attribute(file, "tokenizer", a.tokenizer, s.tmp_path);
-  hdf5::write_string_attribute(file, "created_by", a.created_by, s.tmp_path);
+  hdf5::write_int64_attribute(file, "format_version", TokenDataset::kFormatVersion, s.path);
+  hdf5::write_int64_attribute(file, "vocab_size", a.vocab_size, s.path);
+  hdf5::write_int64_attribute(file, "eos_id", a.eos_id, s.path);
+  hdf5::write_int64_attribute(file, "bos_id", a.bos_id, s.path);
+  hdf5::write_string_attribute(file, "tokenizer", a.tokenizer, s.path);
+  hdf5::write_string_attribute(file, "created_by", a.created_by, s.path);
   if (a.source_entropy_nats)
-    hdf5::write_double_attribute(file, "source_entropy_nats", *a.source_entropy_nats, s.tmp_path);
+    hdf5::write_double_attribute(file, "source_entropy_nats", *a.source_entropy_nats, s.path);
+  // Everything reaches the disk here, while the handles are still open: if
+  // this fails the destructor abandons the file cleanly, and once it has
+  // succeeded the closes below have nothing left to write.
+  hdf5::check_internal(H5Fflush(file, H5F_SCOPE_GLOBAL), s.path, "cannot write");
   bool closed = s.mask.reset();
   closed = s.offsets.reset() && closed;
   closed = s.tokens.reset() && closed;
   closed = s.file.reset() && closed;
-  if (!closed) hdf5::fail_internal(s.tmp_path, "cannot close token dataset");
+  if (!closed) hdf5::fail_internal(s.path, "cannot close token dataset " + s.tmp_path);
   // rename() within one folder replaces `path` atomically: a reader sees the
   // old file or the whole new one, never a prefix.
   std::error_code error;
   std::filesystem::rename(s.tmp_path, s.path, error);
   if (error)
-    throw InternalError(s.tmp_path + ": cannot rename to " + s.path + ": " + error.message());
+    throw UsageError(s.path + ": cannot rename " + s.tmp_path + " into place: " + error.message());
   s.finished = true;
 }
 

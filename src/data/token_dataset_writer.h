@@ -4,8 +4,14 @@
 // The datasets are chunked, extendable and deflate-compressed (token ids
 // compress ~2-3x). Nothing appears at `path` until finish(): the file is
 // written as `path`.tmp and renamed, so a killed writer never leaves a
-// half-written dataset that a training run could open. A writer destroyed
-// without finish() removes its .tmp file.
+// half-written dataset that a training run could open, and an existing
+// `path` stays byte-identical until the rename. A writer destroyed without
+// finish() (after any error) removes its .tmp file.
+//
+// A full disk (ENOSPC, EDQUOT, or EFBIG from RLIMIT_FSIZE), wherever it
+// strikes, is a UsageError "<path>: <what>: No space left on device (disk
+// full)" naming `path`; the temporary is closed without HDF5 writing again
+// (hdf5::detach_from_disk) and removed.
 #pragma once
 
 #include <cstdint>

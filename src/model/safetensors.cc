@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "config/text.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -78,8 +79,9 @@ std::string syntax_error_text(const nlohmann::json::parse_error& error,
   return "at byte " + std::to_string(error.byte) + of + where + ": " + std::string(what);
 }
 
+// "<path>: <what>: <strerror>", with "(disk full)" for ENOSPC, EDQUOT, EFBIG.
 [[noreturn]] void io_error(const std::string& path, const std::string& what) {
-  throw UsageError(path + ": " + what + ": " + std::strerror(errno));
+  throw_file_error(path, what, errno);
 }
 
 // A file descriptor that closes itself.
@@ -540,7 +542,7 @@ void SafetensorsWriter::append(const void* data, uint64_t nbytes) {
     const ssize_t put = ::write(fd_, in, nbytes);
     if (put < 0) {
       if (errno == EINTR) continue;
-      io_error(temp_path_, "cannot write");
+      io_error(path_, "cannot write");
     }
     in += put;
     nbytes -= static_cast<uint64_t>(put);
@@ -578,11 +580,13 @@ void SafetensorsWriter::finish() {
   HR_CHECK(
       current_ == declared_.size(),
       "finish() before tensor " + quote(declared_[current_].name) + " was written to " + path_);
-  if (::fsync(fd_) != 0) io_error(temp_path_, "cannot flush");
+  // A full disk may show only here (delayed allocation, NFS, quotas).
+  if (::fsync(fd_) != 0) io_error(path_, "cannot write");
   const int fd = fd_;
   fd_ = -1;
-  if (::close(fd) != 0) io_error(temp_path_, "cannot close");
-  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) io_error(path_, "cannot rename into place");
+  if (::close(fd) != 0) io_error(path_, "cannot write");
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0)
+    io_error(path_, "cannot rename " + temp_path_ + " into place");
   finished_ = true;
   // Make the rename itself durable; a failure here leaves a complete file, so
   // it is not worth an error.

@@ -107,7 +107,8 @@ class SafetensorsIndex {
 // The header lists tensors sorted by name (JSON object order); the data lies
 // in declaration order. Misuse (a duplicate name, writing out of order, more
 // bytes than declared) is an InternalError; I/O failures are UsageErrors
-// naming the path.
+// naming the path ("...: No space left on device (disk full)" for a full
+// disk), after which `path` is as it was and the temporary is gone.
 class SafetensorsWriter {
  public:
   explicit SafetensorsWriter(std::string path, std::map<std::string, std::string> metadata = {});

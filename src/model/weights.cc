@@ -1,5 +1,8 @@
 #include "model/weights.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include "model/safetensors.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -180,23 +184,55 @@ std::string hf_config_json(const ModelConfig& c, DType dtype) {
   return j.dump(2) + "\n";
 }
 
+namespace {
+
+// Makes `dir` (a checkpoint or export folder) ready for a save, and tells
+// whether it made it. A trainer_state.json already there (an earlier run's
+// checkpoint being rewritten) goes first: the trainer writes it last to mark
+// a folder complete (train/train_state.h), and it must not vouch for a folder
+// whose weights are being replaced.
+bool prepare_folder(const std::string& dir, const char* kind) {
+  std::error_code ec;
+  const bool created = std::filesystem::create_directories(dir, ec);
+  if (ec) throw UsageError(dir + ": cannot create " + kind + " folder: " + ec.message());
+  const std::string marker = dir + "/trainer_state.json";
+  if (::unlink(marker.c_str()) != 0 && errno != ENOENT)
+    throw_file_error(marker, "cannot remove the previous checkpoint's marker", errno);
+  return created;
+}
+
+// After a failed save: removes the files this save put in place and the
+// folder when this save created it, so no half of a save is left looking
+// like a checkpoint. Best effort: the error being thrown says what failed.
+void undo_save(const std::string& dir, bool created_folder,
+               const std::vector<std::string>& placed) {
+  std::error_code ignored;
+  for (const std::string& file : placed)
+    std::filesystem::remove(file, ignored);
+  if (created_folder) std::filesystem::remove(dir, ignored);  // only if empty
+}
+
+}  // namespace
+
 void save_checkpoint(Backend& backend, Transformer& model, const std::string& dir, SaveRole role) {
   if (role == SaveRole::kGatherOnly) {
     save_weights(backend, model, "", role);
     return;
   }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw UsageError(dir + ": cannot create checkpoint folder: " + ec.message());
-  save_weights(backend, model, dir + "/model.safetensors", role);
-  const std::string json = hf_config_json(model.config(), model.options().dtype);
-  const std::string tmp = dir + "/config.json.tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << json;
-    if (!out.flush()) throw UsageError(tmp + ": write failed");
+  const bool created = prepare_folder(dir, "checkpoint");
+  std::vector<std::string> placed;
+  try {
+    // The weights file replaces an earlier one only when it is whole
+    // (SafetensorsWriter renames its temporary at the end), so a save that
+    // fails there leaves an earlier export's pair intact.
+    save_weights(backend, model, dir + "/model.safetensors", role);
+    placed.push_back(dir + "/model.safetensors");
+    const std::string json = hf_config_json(model.config(), model.options().dtype);
+    write_file_atomically(dir + "/config.json", json);
+  } catch (...) {
+    undo_save(dir, created, placed);
+    throw;
   }
-  std::filesystem::rename(tmp, dir + "/config.json");
 }
 
 namespace {
@@ -301,17 +337,9 @@ void load_adapter(Backend& backend, Transformer& model, const std::string& dir) 
   load_groups(backend, model, index, entries, model.num_base_groups(), model.layouts().size());
 }
 
-void save_adapter(Backend& backend, Transformer& model, const std::string& dir,
-                  const std::string& base_model, SaveRole role) {
-  HR_CHECK(model.frozen_base(), "save_adapter on a model without LoRA");
-  if (role == SaveRole::kWrite) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw UsageError(dir + ": cannot create adapter folder: " + ec.message());
-  }
-  save_groups(backend, model, model.num_base_groups(), model.layouts().size(),
-              dir + "/adapter_model.safetensors", role);
-  if (role != SaveRole::kWrite) return;
+namespace {
+
+std::string adapter_config_json(const Transformer& model, const std::string& base_model) {
   // PEFT's LoraConfig, as save_pretrained writes it, so PeftModel loads it.
   const LoraOptions& lora = model.options().lora;
   nlohmann::ordered_json j;
@@ -339,14 +367,27 @@ void save_adapter(Backend& backend, Transformer& model, const std::string& dir,
   j["rank_pattern"] = nlohmann::ordered_json::object();
   j["alpha_pattern"] = nlohmann::ordered_json::object();
   j["created_by"] = "headroom";
-  const std::string path = dir + "/adapter_config.json";
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(2) << "\n";
-    if (!out.flush()) throw UsageError(tmp + ": write failed");
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
+void save_adapter(Backend& backend, Transformer& model, const std::string& dir,
+                  const std::string& base_model, SaveRole role) {
+  HR_CHECK(model.frozen_base(), "save_adapter on a model without LoRA");
+  if (role != SaveRole::kWrite) {
+    save_groups(backend, model, model.num_base_groups(), model.layouts().size(), "", role);
+    return;
   }
-  std::filesystem::rename(tmp, path);
+  const bool created = prepare_folder(dir, "adapter");
+  const std::string weights = dir + "/adapter_model.safetensors";
+  try {
+    save_groups(backend, model, model.num_base_groups(), model.layouts().size(), weights, role);
+    write_file_atomically(dir + "/adapter_config.json", adapter_config_json(model, base_model));
+  } catch (...) {
+    undo_save(dir, created, {weights});
+    throw;
+  }
 }
 
 }  // namespace headroom

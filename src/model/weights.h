@@ -58,7 +58,11 @@ void check_adapter(const ModelConfig& config, const LoraOptions& lora, const std
 std::string hf_config_json(const ModelConfig& config, DType dtype);
 
 // Writes <dir>/model.safetensors and <dir>/config.json (creating dir); with
-// kGatherOnly, only takes part in the gathers.
+// kGatherOnly, only takes part in the gathers. Each file is replaced whole
+// (temporary + rename); a trainer_state.json in `dir` is removed first, so
+// a folder being rewritten never passes for a complete checkpoint. A failed
+// save (a full disk: UsageError naming the file) removes what it wrote, and
+// `dir` if it made it.
 void save_checkpoint(Backend& backend, Transformer& model, const std::string& dir,
                      SaveRole role = SaveRole::kWrite);
 

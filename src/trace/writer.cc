@@ -1,5 +1,6 @@
 #include "trace/writer.h"
 
+#include <cstdio>
 #include <exception>
 #include <string>
 #include <vector>
@@ -37,6 +38,9 @@ struct TraceWriter::Impl {
   uint64_t phase_peak_rows = 0;
   uint64_t tag_rows = 0;
   bool oom_written = false;
+  // The first failed write (a full disk): the file was closed then, as the
+  // last successful flush left it, and every later write throws this again.
+  std::exception_ptr failure;
 
   void write_header(const TraceHeader& header);
   // Writes everything buffered (and the tags past tag_rows in `all_tags`,
@@ -48,9 +52,40 @@ struct TraceWriter::Impl {
   void write_buffered_steps();
   void write_tags(const std::vector<std::string>& all_tags);
   void flush_file();
+  // What each half of commit() may add to the file, generously: new chunks
+  // of every table it appends to, the tags' heap, and room for HDF5's
+  // metadata (object headers, chunk B-tree nodes).
+  uint64_t memory_growth(const std::vector<std::string>* all_tags) const;
+  uint64_t steps_growth() const;
+  // reserve_space(), then `write`, then H5Fflush: a full disk is found
+  // before HDF5 has changed anything, so the file stays as the last flush
+  // left it (hdf5_handle.h explains why HDF5 cannot be left to fail).
+  template <typename Write>
+  void reserved_write(uint64_t bytes, Write&& write);
+  // Runs `body`; on any failure closes the file without writing again and
+  // remembers the error, so neither a later call nor the destructor (nor
+  // HDF5's shutdown at exit) retries the write that failed.
+  template <typename Body>
+  void or_poison(Body&& body);
+  void throw_if_failed() const;
+  void close_handles() noexcept;
+  void write_oom_group(const Postmortem& postmortem);
 };
 
 namespace {
+
+// Room for HDF5's own bookkeeping in one flush: object headers rewritten
+// with new extents, a chunk B-tree node or two (about 2 KiB each), the
+// metadata and small-data aggregators' 2 KiB blocks. Measured flushes add
+// a few KiB; the margin keeps the reservation an upper bound.
+constexpr uint64_t kMetadataSlack = 64 * 1024;
+
+// Bytes that appending `count` rows after `old_rows` allocates: unfiltered
+// chunks are allocated whole when first written, and never move after.
+uint64_t growth(uint64_t old_rows, uint64_t count, hsize_t chunk_rows, hid_t file_type) {
+  const auto chunks = [&](uint64_t rows) { return (rows + chunk_rows - 1) / chunk_rows; };
+  return (chunks(old_rows + count) - chunks(old_rows)) * chunk_rows * H5Tget_size(file_type);
+}
 
 Hid create_file(const std::string& path) {
   Hid access(check_usage(H5Pcreate(H5P_FILE_ACCESS), path, "cannot create trace file"));
@@ -120,13 +155,73 @@ void TraceWriter::Impl::flush_file() {
   check_internal(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), path, "cannot flush");
 }
 
+uint64_t TraceWriter::Impl::memory_growth(const std::vector<std::string>* all_tags) const {
+  using namespace trace_detail;
+  uint64_t bytes = kMetadataSlack;
+  bytes += growth(event_rows, event_buffer.size(), kEventChunkRows, types.event_file.get());
+  bytes += growth(phase_peak_rows, phase_peak_buffer.size(), kPhasePeakChunkRows,
+                  types.phase_peak_file.get());
+  if (all_tags != nullptr && all_tags->size() > tag_rows) {
+    const uint64_t fresh = all_tags->size() - tag_rows;
+    bytes += growth(tag_rows, fresh, kTagChunkRows, types.string.get());
+    // The strings themselves go to a global heap: a 4 KiB collection at
+    // least, and per string its bytes, a terminator and a 16-byte header.
+    bytes += 4096;
+    for (size_t i = tag_rows; i < all_tags->size(); ++i)
+      bytes += (*all_tags)[i].size() + 1 + 16 + 7;
+  }
+  return bytes;
+}
+
+uint64_t TraceWriter::Impl::steps_growth() const {
+  return kMetadataSlack +
+         growth(step_rows, step_buffer.size(), trace_detail::kStepChunkRows, types.step_file.get());
+}
+
+template <typename Write>
+void TraceWriter::Impl::reserved_write(uint64_t bytes, Write&& write) {
+  hdf5::reserve_space(file.get(), bytes, path);
+  write();
+  flush_file();
+  hdf5::release_reserved_space(file.get());
+}
+
 void TraceWriter::Impl::commit(const std::vector<std::string>* all_tags) {
-  write_buffered_memory();
-  if (all_tags != nullptr) write_tags(*all_tags);
-  flush_file();
+  reserved_write(memory_growth(all_tags), [&] {
+    write_buffered_memory();
+    if (all_tags != nullptr) write_tags(*all_tags);
+  });
   if (step_buffer.empty()) return;
-  write_buffered_steps();
-  flush_file();
+  reserved_write(steps_growth(), [&] { write_buffered_steps(); });
+}
+
+template <typename Body>
+void TraceWriter::Impl::or_poison(Body&& body) {
+  throw_if_failed();
+  try {
+    body();
+  } catch (...) {
+    failure = std::current_exception();
+    // Whatever HDF5 still holds (a dirty chunk, metadata it could not
+    // write) goes to memory, not to the file: the file keeps the last
+    // successful flush, and closing cannot fail for want of space.
+    hdf5::detach_from_disk(file.get());
+    close_handles();
+    throw;
+  }
+}
+
+void TraceWriter::Impl::throw_if_failed() const {
+  if (failure) std::rethrow_exception(failure);
+}
+
+void TraceWriter::Impl::close_handles() noexcept {
+  event_buffer.clear();
+  step_buffer.clear();
+  phase_peak_buffer.clear();
+  for (Hid* handle : {&steps, &events, &tags, &phase_peaks, &file})
+    handle->reset();  // the file last: it holds the datasets' data
+  H5Eclear2(H5E_DEFAULT);
 }
 
 TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header,
@@ -138,27 +233,42 @@ TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header,
   w.record_events = record_memory_events;
   w.types = trace_detail::make_trace_types();
   w.file = create_file(path);
-  w.write_header(header);
-
-  // Every table is unfiltered: see create_table for why compression and
-  // crash consistency do not mix here. Chunk sizes are in schema.h.
-  using hdf5::create_table;
-  w.steps = create_table(w.file.get(), trace_detail::kStepsTable, w.types.step_file.get(),
-                         trace_detail::kStepChunkRows, path);
-  Hid memory(check_internal(
-      H5Gcreate2(w.file.get(), trace_detail::kMemoryGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-      path, "cannot create /memory"));
-  w.events = create_table(w.file.get(), trace_detail::kEventsTable, w.types.event_file.get(),
-                          trace_detail::kEventChunkRows, path);
-  const int8_t recorded = record_memory_events ? 1 : 0;
-  hdf5::write_scalar_attribute(w.events.get(), "recorded", w.types.boolean.get(), &recorded, path);
-  w.tags = create_table(w.file.get(), trace_detail::kTagsTable, w.types.string.get(),
-                        trace_detail::kTagChunkRows, path);
-  w.phase_peaks =
-      create_table(w.file.get(), trace_detail::kPhasePeaksTable, w.types.phase_peak_file.get(),
-                   trace_detail::kPhasePeakChunkRows, path);
-  // A run killed before its first step still leaves a readable header.
-  w.flush_file();
+  try {
+    // The attributes (the config is the big one) and the empty tables'
+    // headers; no chunk is allocated until rows arrive.
+    const uint64_t header_bytes =
+        kMetadataSlack + header.config_toml.size() + header.run_name.size() + header.device.size();
+    w.reserved_write(header_bytes, [&] {
+      w.write_header(header);
+      // Every table is unfiltered: see create_table for why compression and
+      // crash consistency do not mix here. Chunk sizes are in schema.h.
+      using hdf5::create_table;
+      w.steps = create_table(w.file.get(), trace_detail::kStepsTable, w.types.step_file.get(),
+                             trace_detail::kStepChunkRows, path);
+      Hid memory(check_internal(H5Gcreate2(w.file.get(), trace_detail::kMemoryGroup, H5P_DEFAULT,
+                                           H5P_DEFAULT, H5P_DEFAULT),
+                                path, "cannot create /memory"));
+      w.events = create_table(w.file.get(), trace_detail::kEventsTable, w.types.event_file.get(),
+                              trace_detail::kEventChunkRows, path);
+      const int8_t recorded = record_memory_events ? 1 : 0;
+      hdf5::write_scalar_attribute(w.events.get(), "recorded", w.types.boolean.get(), &recorded,
+                                   path);
+      w.tags = create_table(w.file.get(), trace_detail::kTagsTable, w.types.string.get(),
+                            trace_detail::kTagChunkRows, path);
+      w.phase_peaks =
+          create_table(w.file.get(), trace_detail::kPhasePeaksTable, w.types.phase_peak_file.get(),
+                       trace_detail::kPhasePeakChunkRows, path);
+      // A run killed before its first step still leaves a readable header
+      // (reserved_write ends with H5Fflush).
+    });
+  } catch (...) {
+    // Not yet a trace: close it without writing more, and remove it rather
+    // than leave a file that looks like one.
+    hdf5::detach_from_disk(w.file.get());
+    w.close_handles();
+    std::remove(path.c_str());
+    throw;
+  }
   if (record_memory_events) w.event_buffer.reserve(64 * 1024);
 }
 
@@ -180,6 +290,7 @@ void TraceWriter::on_memory_event(const MemoryEvent& event) {
 void TraceWriter::append_step(const StepRecord& step,
                               const std::vector<PhasePeakRecord>& phase_peaks) {
   Impl& w = *impl_;
+  if (w.failure) return;  // the next flush() reports the failure again
   HR_CHECK(w.file.valid(), w.path + ": append_step after close");
   w.step_buffer.push_back(trace_detail::StepRow{
       .step = step.step,
@@ -203,19 +314,35 @@ void TraceWriter::append_step(const StepRecord& step,
 
 void TraceWriter::flush(const std::vector<std::string>& tags) {
   Impl& w = *impl_;
+  w.throw_if_failed();
   HR_CHECK(w.file.valid(), w.path + ": flush after close");
   hdf5::QuietHdf5Errors quiet;
-  w.commit(&tags);
+  w.or_poison([&] { w.commit(&tags); });
 }
 
 void TraceWriter::write_oom(const Postmortem& pm) {
   Impl& w = *impl_;
+  w.throw_if_failed();
   HR_CHECK(w.file.valid(), w.path + ": write_oom after close");
   HR_CHECK(!w.oom_written, w.path + ": a second OOM postmortem for the same trace");
   hdf5::QuietHdf5Errors quiet;
+  // The postmortem is written and flushed on its own, before the buffered
+  // rows: a group, its attributes and two one-chunk tables.
+  const uint64_t oom_bytes = kMetadataSlack + pm.tag.size() + pm.description.size() +
+                             pm.source.size() + 16 * H5Tget_size(w.types.top_block_file.get()) +
+                             kNumCategories * H5Tget_size(w.types.live_file.get()) + 4096 +
+                             64 * pm.largest_live.size();
+  w.or_poison([&] {
+    w.reserved_write(oom_bytes, [&] { w.write_oom_group(pm); });
+    w.oom_written = true;
+    w.commit(nullptr);
+  });
+}
+
+void TraceWriter::Impl::write_oom_group(const Postmortem& pm) {
+  Impl& w = *this;
   using hdf5::write_scalar_attribute;
   using hdf5::write_string_attribute;
-  const std::string& path = w.path;
 
   Hid oom(check_internal(
       H5Gcreate2(w.file.get(), trace_detail::kOomGroup, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
@@ -255,35 +382,26 @@ void TraceWriter::write_oom(const Postmortem& pm) {
                                       w.types.live_file.get(), kNumCategories, path);
   append_rows(live_table.get(), w.types.live_mem.get(), live.data(), 0, live.size(), path,
               trace_detail::kLiveByCategoryTable);
-
-  w.oom_written = true;
-  w.commit(nullptr);
 }
 
 void TraceWriter::close() {
   Impl& w = *impl_;
-  if (!w.file.valid()) return;
+  if (!w.file.valid()) return;  // closed, or closed by a failed write
   hdf5::QuietHdf5Errors quiet;
-  std::string error;
-  try {
-    w.commit(nullptr);
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  // Release every handle even after a failed write, so close() stays
-  // idempotent and the file descriptor is not leaked.
-  w.event_buffer.clear();
-  w.step_buffer.clear();
-  w.phase_peak_buffer.clear();
+  // A failed commit closes the file itself (or_poison) and throws.
+  w.or_poison([&] { w.commit(nullptr); });
   bool closed = true;
   for (Hid* handle : {&w.steps, &w.events, &w.tags, &w.phase_peaks, &w.file})
     closed = handle->reset() && closed;  // the file last: it holds the datasets' data
-  if (!error.empty()) throw InternalError(error);
   if (!closed) hdf5::fail_internal(w.path, "cannot close trace file");
 }
 
 const std::string& TraceWriter::path() const {
   return impl_->path;
+}
+
+void TraceWriter::renamed(const std::string& path) {
+  impl_->path = path;
 }
 bool TraceWriter::records_memory_events() const {
   return impl_->record_events;

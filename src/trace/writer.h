@@ -24,7 +24,15 @@
 //    (read-only) while the run is alive; between flushes it is consistent.
 //  - It survives the process dying, not the machine: there is no fsync.
 //  - A kill inside the constructor (before its first H5Fflush) can leave a
-//    file that is not yet a trace; no step had run.
+//    file that is not yet a trace; no step had run. A constructor that fails
+//    (a full disk) removes the file it created.
+//  - A full disk is found before HDF5 writes: each flush first reserves the
+//    room it can need (hdf5::reserve_space), so HDF5 does not fail halfway
+//    through a flush, which it could not undo. When a write fails anyway,
+//    the writer closes the file without writing again (what HDF5 still
+//    holds goes to memory: hdf5::detach_from_disk), so the file keeps every
+//    step flushed before the failure, and neither a retry, the destructor
+//    nor HDF5's shutdown at exit touches it again.
 //
 // Not thread-safe: driven from the step loop, like the allocator it observes.
 #pragma once
@@ -43,10 +51,11 @@ namespace headroom {
 class TraceWriter : public MemoryObserver {
  public:
   // Creates `path` (truncating an existing file) and writes the root
-  // attributes and the empty tables. With record_memory_events false, events
-  // are ignored and /memory/events stays empty (its `recorded` attribute says
-  // so, so readers can tell "off" from "nothing happened").
-  // Throws UsageError "<path>: cannot create trace file: <reason>".
+  // attributes and the empty tables; on failure nothing is left at `path`. With
+  // record_memory_events false, events are ignored and /memory/events stays empty (its `recorded`
+  // attribute says so, so readers can tell "off" from "nothing happened"). Throws UsageError
+  // "<path>: cannot create trace file: <reason>" (or
+  // "...: No space left on device (disk full)").
   TraceWriter(const std::string& path, const TraceHeader& header, bool record_memory_events);
   ~TraceWriter() override;  // close(), swallowing errors
   TraceWriter(const TraceWriter&) = delete;
@@ -64,7 +73,11 @@ class TraceWriter : public MemoryObserver {
   // steps, phase peaks; then H5Fflush. `tags` is the allocator's whole tag
   // table (Allocator::tags()): it only grows, so tag i keeps id i across
   // flushes. Passing a shorter table than last time is a bug (InternalError).
-  // Throws InternalError "<path>: ..." when HDF5 cannot write (disk full).
+  // A full disk (or quota, or RLIMIT_FSIZE) throws UsageError "<path>:
+  // cannot write: No space left on device (disk full)", another failed write
+  // InternalError "<path>: ...". Either closes the file, which keeps every
+  // step of the earlier flushes; a later flush() or write_oom() throws the
+  // same error again, append_step() and on_memory_event() ignore their input.
   void flush(const std::vector<std::string>& tags);
 
   // Writes /oom (the postmortem) and everything buffered, then H5Fflush.
@@ -73,10 +86,14 @@ class TraceWriter : public MemoryObserver {
   void write_oom(const Postmortem& postmortem);
 
   // Writes what is buffered (tags as of the last flush) and closes the file.
-  // Idempotent. Throws like flush(); the destructor swallows instead.
+  // Idempotent; does nothing after a failed write (which closed the file and
+  // was reported then). Throws like flush(); the destructor swallows instead.
   void close();
 
   const std::string& path() const;
+  // The file was moved to `path` while open (a run's staged trace taking its
+  // final name): path() and every later error name it from now on.
+  void renamed(const std::string& path);
   bool records_memory_events() const;
   bool is_open() const;
   uint64_t events_written() const;  // rows in /memory/events so far

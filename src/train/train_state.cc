@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/safetensors.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -40,20 +41,45 @@ int64_t integer_at(const nlohmann::json& j, const std::string& key, const std::s
   return value->get<int64_t>();
 }
 
+// After a failed save of the training state: the folder holds the weights
+// of a checkpoint without its optimizer state or its marker. Removes what a
+// checkpoint folder holds (weights.h's files and ours) and the folder itself
+// once empty, so a failed save leaves no step-N/ behind, only the error.
+// Best effort: that error is what the user needs; a file this cannot remove
+// is in a folder without trainer_state.json, which no resume accepts.
+void discard_checkpoint(const std::string& dir) {
+  std::error_code ignored;
+  fs::remove(json_path(dir), ignored);  // the marker first
+  for (const char* name : {"model.safetensors", "config.json", "adapter_model.safetensors",
+                           "adapter_config.json", "optimizer.safetensors"})
+    fs::remove(fs::path(dir) / name, ignored);
+  for (fs::directory_iterator it(dir, ignored), end; !ignored && it != end; it.increment(ignored)) {
+    const std::string name = it->path().filename().string();
+    if (name.starts_with("optimizer.rank") && name.ends_with(".safetensors"))
+      fs::remove(it->path(), ignored);
+  }
+  fs::remove(dir, ignored);  // only if empty: nothing of the user's goes
+}
+
 }  // namespace
 
 void save_optimizer_state(AdamW& optimizer, const std::string& dir, int rank, int64_t shards) {
-  SafetensorsWriter writer(tensors_path(dir, rank, shards), {{"format", "headroom-adamw"}});
-  const auto tensors = optimizer.state();
-  for (const auto& [name, tensor] : tensors)
-    writer.declare(name, DType::kF32, tensor->shape());
-  std::vector<float> host;
-  for (const auto& [name, tensor] : tensors) {
-    host.resize(static_cast<size_t>(tensor->numel()));
-    optimizer.state_backend().copy_to_host(*tensor, host.data());
-    writer.write(name, host.data());
+  try {
+    SafetensorsWriter writer(tensors_path(dir, rank, shards), {{"format", "headroom-adamw"}});
+    const auto tensors = optimizer.state();
+    for (const auto& [name, tensor] : tensors)
+      writer.declare(name, DType::kF32, tensor->shape());
+    std::vector<float> host;
+    for (const auto& [name, tensor] : tensors) {
+      host.resize(static_cast<size_t>(tensor->numel()));
+      optimizer.state_backend().copy_to_host(*tensor, host.data());
+      writer.write(name, host.data());
+    }
+    writer.finish();
+  } catch (...) {
+    discard_checkpoint(dir);
+    throw;
   }
-  writer.finish();
 }
 
 void save_trainer_state(const TrainState& state, const std::string& dir) {
@@ -64,14 +90,12 @@ void save_trainer_state(const TrainState& state, const std::string& dir) {
   j["skipped"] = state.skipped;
   j["data_cursor"] = {{"epoch", state.data_epoch}, {"position", state.data_position}};
   j["optimizer_shards"] = state.optimizer_shards;
-  const std::string path = json_path(dir);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(2) << "\n";
-    if (!out.flush()) throw UsageError(tmp + ": write failed");
+  try {
+    write_file_atomically(json_path(dir), j.dump(2) + "\n");
+  } catch (...) {
+    discard_checkpoint(dir);
+    throw;
   }
-  fs::rename(tmp, path);
 }
 
 void save_train_state(AdamW& optimizer, const TrainState& state, const std::string& dir) {

@@ -33,11 +33,19 @@ struct TrainState {
 // Writes this rank's optimizer file into `dir` (which exists) through a
 // temporary file and a rename: optimizer.safetensors when `shards` is 1,
 // else optimizer.rank<rank>.safetensors.
+//
+// On failure (a full disk: UsageError "<file>: cannot write: No space left
+// on device (disk full)") both functions remove the checkpoint folder `dir`
+// (its weights, config, optimizer files and marker, then the folder if
+// nothing else is in it) before rethrowing: a checkpoint is complete or
+// absent.
 void save_optimizer_state(AdamW& optimizer, const std::string& dir, int rank, int64_t shards);
 
 // Writes trainer_state.json (through a temporary file and a rename). Call it
 // after every optimizer file is in place: a folder with trainer_state.json
-// holds a complete state.
+// holds a complete state, and it is the only file whose presence a resume
+// trusts (read_train_state); save_checkpoint removes an old one before it
+// replaces the weights.
 void save_trainer_state(const TrainState& state, const std::string& dir);
 
 // Both, for a single rank.

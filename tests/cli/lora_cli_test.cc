@@ -46,6 +46,23 @@ class LoraCli : public testing::ScratchFolder {
   }
 };
 
+// run.seed is the seed of the dropout masks: the same seed trains the same
+// steps, another seed other ones (from step 1, once B is no longer zero);
+// lora.seed (A's init) is kept fixed.
+TEST_F(LoraCli, RunSeedDrawsTheDropoutMasks) {
+  const std::string lora = std::string(kLora) + " --set lora.dropout=0.5 --set run.steps=3";
+  ASSERT_EQ(headroom("train", lora + " --set run.name=a --set run.seed=1").code, 0);
+  ASSERT_EQ(headroom("train", lora + " --set run.name=b --set run.seed=1").code, 0);
+  ASSERT_EQ(headroom("train", lora + " --set run.name=c --set run.seed=2").code, 0);
+  const std::vector<StepRecord> a = steps("a/trace.rank0.h5"), b = steps("b/trace.rank0.h5"),
+                                c = steps("c/trace.rank0.h5");
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(c.size(), 3u);
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(a[i].loss, b[i].loss) << "step " << i;
+  EXPECT_NE(a[2].loss, c[2].loss);
+}
+
 TEST_F(LoraCli, FineTuningALoadedBaseStartsAtItsLossAndResumesBitForBit) {
   const std::string weights = " --set model.weights=" + base();
   const std::string lora = weights + kLora + " --set run.steps=4 --set checkpoint.save_every=2";

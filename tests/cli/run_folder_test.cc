@@ -17,6 +17,7 @@
 
 #include "cli_harness.h"
 #include "data/token_dataset_writer.h"
+#include "test_util/small_disk.h"
 #include "trace/reader.h"
 
 namespace fs = std::filesystem;
@@ -277,6 +278,22 @@ TEST_F(RunFolderTest, RunsThatAreNotFiniteExitFour) {
       "--set model.weights=\\\"results/quickstart/checkpoints/step-2/model.safetensors\\\"");
   EXPECT_EQ(r.code, 4) << r.err;
   EXPECT_NE(r.err.find("none of the 2 steps"), std::string::npos) << r.err;
+}
+
+// A plan of 10^6 steps would write ~100 GB of trace: it stops once the
+// trace's growth shows it cannot fit the disk, keeping what it wrote.
+TEST_F(RunFolderTest, APlanWhoseTraceCannotFitTheDiskStopsEarly) {
+  testing::SmallDisk disk(dir_ / "disk", 48u << 20, testing::FullDiskKind::kTmpfs);
+  if (!disk.why_not().empty()) GTEST_SKIP() << disk.why_not();
+  const Result r = run_headroom("plan" + std::string(kSmall) +
+                                " --set run.steps=1000000 --set run.out_dir=\"disk\"");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("steps left would need"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("run.steps"), std::string::npos) << r.err;
+  const TraceReader trace =
+      TraceReader::open((dir_ / "disk" / "quickstart" / "plan.rank0.h5").string());
+  EXPECT_GT(trace.steps().size(), 10u);
+  EXPECT_LT(trace.steps().size(), 100000u);
 }
 
 TEST_F(RunFolderTest, PlansPrintTrainableParametersAndNoLoss) {

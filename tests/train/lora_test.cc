@@ -43,6 +43,7 @@ TransformerOptions lora_options(std::vector<LoraTarget> targets, float dropout) 
   o.lora.dropout = dropout;
   o.lora.targets = std::move(targets);
   o.lora.seed = 17;
+  o.step_seed = 17;  // run.seed: the dropout masks (the ones lora.seed = 17 drew before)
   return o;
 }
 

@@ -1,10 +1,35 @@
 #include "util/hdf5/hdf5_handle.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <vector>
 
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace headroom::hdf5 {
+
+namespace {
+
+// HDF5 registers H5close() with atexit when it starts, to flush and close
+// whatever is still open at exit. Every file of ours is closed by its owner
+// (Hid), so that buys nothing, and after a write the disk refused it does
+// harm: the failed H5Fclose frees the file but keeps its identifier, and the
+// exit handler's second close crashes (SIGSEGV in H5F__close_cb) or gives up
+// ("infinite loop closing library"). It must be said before the library's
+// first call, hence at static initialization; a constant, not state.
+[[maybe_unused]] const bool kNoCloseAtExit = H5dont_atexit() >= 0;
+
+}  // namespace
 
 bool Hid::reset() noexcept {
   if (id_ < 0) return true;
@@ -69,6 +94,13 @@ herr_t keep_innermost(unsigned /*n*/, const H5E_error2_t* error, void* data) {
   return 0;
 }
 
+herr_t keep_innermost_errno(unsigned /*n*/, const H5E_error2_t* error, void* data) {
+  if (error->desc == nullptr) return 0;
+  const char* marker = std::strstr(error->desc, "errno = ");
+  if (marker != nullptr) *static_cast<int*>(data) = std::atoi(marker + std::strlen("errno = "));
+  return 0;
+}
+
 // The message for fail_*; clears the stack so that a caught failure does not
 // lend its reason to the next one.
 std::string failure_message(const std::string& path, const std::string& what) {
@@ -85,12 +117,99 @@ std::string hdf5_reason() {
   return reason.empty() ? std::string("no HDF5 detail") : reason;
 }
 
+int hdf5_errno() {
+  int error_number = 0;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, keep_innermost_errno, &error_number);
+  return error_number;
+}
+
 void fail_usage(const std::string& path, const std::string& what) {
+  const int error_number = hdf5_errno();
+  if (is_out_of_space(error_number)) {
+    H5Eclear2(H5E_DEFAULT);
+    throw_file_error(path, what, error_number);
+  }
   throw UsageError(failure_message(path, what));
 }
 
 void fail_internal(const std::string& path, const std::string& what) {
+  const int error_number = hdf5_errno();
+  if (is_out_of_space(error_number)) {
+    H5Eclear2(H5E_DEFAULT);
+    throw_file_error(path, what, error_number);
+  }
   throw InternalError(failure_message(path, what));
+}
+
+// ---- room to write ----------------------------------------------------------
+
+namespace {
+
+// The POSIX descriptor under `file` (sec2 driver), or -1.
+int descriptor_of(hid_t file) {
+  void* handle = nullptr;
+  if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || handle == nullptr) {
+    H5Eclear2(H5E_DEFAULT);
+    return -1;
+  }
+  return *static_cast<int*>(handle);
+}
+
+}  // namespace
+
+void reserve_space(hid_t file, uint64_t bytes, const std::string& path) {
+  const int fd = descriptor_of(file);
+  if (fd < 0) fail_internal(path, "cannot find the file's descriptor to reserve space");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw_file_error(path, "cannot stat", errno);
+  const uint64_t end = static_cast<uint64_t>(st.st_size);
+  // Preallocation does not count against RLIMIT_FSIZE (only a size change
+  // does), so check it as write() would: EFBIG.
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+      end + bytes > static_cast<uint64_t>(limit.rlim_cur))
+    throw_file_error(path, "cannot write", EFBIG);
+  if (bytes == 0) return;
+  int result = 0;
+  do {
+    result =
+        ::fallocate(fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(end), static_cast<off_t>(bytes));
+  } while (result != 0 && errno == EINTR);
+  if (result == 0) return;
+  const int error_number = errno;
+  if (error_number != EOPNOTSUPP && error_number != ENOSYS)
+    throw_file_error(path, "cannot write", error_number);
+  struct statvfs fs {};
+  if (::fstatvfs(fd, &fs) == 0 &&
+      static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_frsize) < bytes)
+    throw_file_error(path, "cannot write", ENOSPC);
+}
+
+void release_reserved_space(hid_t file) noexcept {
+  const int fd = descriptor_of(file);
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0) return;
+  // Everything past the end. tmpfs frees it on a punched hole; ext4 and xfs
+  // ignore holes past the end but free preallocated blocks on a truncate,
+  // even to the same size.
+  if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, st.st_size,
+                  std::numeric_limits<off_t>::max() - st.st_size) != 0) {
+    // Not supported here: the truncate below is the other way.
+  }
+  if (::ftruncate(fd, st.st_size) != 0) {
+    // Nothing lost: the blocks stay allocated until the file is removed.
+  }
+}
+
+void detach_from_disk(hid_t file) noexcept {
+  const int fd = descriptor_of(file);
+  if (fd < 0) return;
+  const int sink = ::memfd_create("headroom-detached-hdf5", MFD_CLOEXEC);
+  if (sink < 0) return;
+  // The same size, so the driver's idea of the end of file still holds.
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && ::ftruncate(sink, st.st_size) == 0) ::dup2(sink, fd);
+  ::close(sink);
 }
 
 std::string describe_type(hid_t type) {

@@ -68,12 +68,48 @@ class QuietHdf5Errors {
 // empty.
 std::string hdf5_reason();
 
+// The errno of the innermost POSIX call on the current HDF5 error stack (its
+// file driver says "errno = 28, error message = '...'"), 0 when none did.
+int hdf5_errno();
+
 // Both throw "<path>: <what>: <hdf5_reason()>" and clear HDF5's error stack.
 // Reading or creating a user's file is the user's problem: UsageError (exit
-// code 2). A write to a file we already opened failing mid-run (disk full,
-// permissions) is a system failure: InternalError.
+// code 2). A write to a file we already opened failing mid-run is a system
+// failure: InternalError — except when the stack says the disk is full
+// (is_out_of_space(hdf5_errno()): ENOSPC, EDQUOT, EFBIG), which is where the
+// user chose to write: UsageError "<path>: <what>: No space left on device
+// (disk full)".
 [[noreturn]] void fail_usage(const std::string& path, const std::string& what);
 [[noreturn]] void fail_internal(const std::string& path, const std::string& what);
+
+// ---- room to write ----------------------------------------------------------
+// HDF5 cannot undo a flush that failed halfway: with the disk full, some of
+// its writes land (metadata rewritten in place) and some do not (new chunks
+// past the end), and the file may no longer open. So a writer that must keep
+// its file readable asks for room before it writes: reserve_space() makes
+// sure `bytes` past the file's current end can be written, or throws before
+// HDF5 has changed anything.
+//
+// It preallocates the range (fallocate with FALLOC_FL_KEEP_SIZE: the file's
+// size and content do not change, but its blocks exist, so HDF5's writes into
+// them cannot fail for space) and checks RLIMIT_FSIZE, which preallocation
+// does not. Where the filesystem cannot preallocate (EOPNOTSUPP: some NFS,
+// ZFS), it compares with the free space instead (statvfs), which another
+// writer can race. Throws UsageError "<path>: cannot write: No space left on
+// device (disk full)". `file` must use HDF5's default (sec2) driver.
+void reserve_space(hid_t file, uint64_t bytes, const std::string& path);
+// Gives back what reserve_space() preallocated and HDF5 did not use (blocks
+// past the file's end would otherwise stay allocated on tmpfs until the file
+// is removed). Best effort, never throws.
+void release_reserved_space(hid_t file) noexcept;
+
+// After a write to `file` failed, sends every later write of the library to
+// memory instead of the disk (the file descriptor is replaced by an
+// anonymous in-memory file), so closing the file and the library's own
+// shutdown succeed instead of retrying the failed writes forever ("infinite
+// loop closing library", a crash in H5_term_library). The file on disk stays
+// as the failed write left it. Best effort, never throws.
+void detach_from_disk(hid_t file) noexcept;
 
 // Check an HDF5 return value (hid_t or herr_t; negative = failure) and return
 // it, so a call and its check read as one expression.
