@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/target_device.h"
 #include "memory/allocator.h"
 #include "tensor/tensor.h"
 
@@ -175,6 +176,8 @@ class Backend {
 };
 
 std::unique_ptr<Backend> make_cpu_backend(Allocator& allocator);
-std::unique_ptr<Backend> make_meta_backend(Allocator& allocator);
+// meta for `target`'s allocations (backend/target_device.h).
+std::unique_ptr<Backend> make_meta_backend(Allocator& allocator,
+                                           TargetDevice target = TargetDevice::kHostCpu);
 
 }  // namespace headroom

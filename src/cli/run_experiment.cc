@@ -455,8 +455,13 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
                                  ? AllocatorPolicy::kExact
                                  : AllocatorPolicy::kCaching;
   Allocator allocator(source_for(kind), allocator_options);
+  // A plan follows the rules of the device the run will use: a cuda run's
+  // plan is the same on every host (backend/target_device.h).
+  const TargetDevice target = config.run.backend == RunSection::Backend::kCuda
+                                  ? TargetDevice::kCuda
+                                  : TargetDevice::kHostCpu;
   std::unique_ptr<Backend> backend =
-      planning ? make_meta_backend(allocator) : make_cpu_backend(allocator);
+      planning ? make_meta_backend(allocator, target) : make_cpu_backend(allocator);
   // zero.offload_optimizer: the optimizer's states and update live in host
   // memory, with an allocator of their own, so they count against no
   // device capacity and are reported beside it.
@@ -474,7 +479,9 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
   TraceHeader header;
   header.run_name = config.run.name;
   header.backend = std::string(name_of(kind));
-  header.device = planning ? "meta (virtual)" : "cpu";
+  header.device = !planning                       ? "cpu"
+                  : target == TargetDevice::kCuda ? "meta (virtual), cuda target"
+                                                  : "meta (virtual), host cpu target";
   header.capacity_bytes = config.memory.device_capacity;
   header.config_toml = config_toml;
   header.rank = rank;
@@ -521,7 +528,9 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
                static_cast<double>(model_config.num_parameters()) / 1e6,
                std::string(name_of(kind)).c_str(), static_cast<long long>(config.run.steps),
                static_cast<long long>(config.batch.grad_accum), micro_batch.c_str(),
-               planning ? " (meta: allocations only, no math)" : "");
+               !planning                       ? ""
+               : target == TargetDevice::kCuda ? " (meta: a cuda device's allocations, no math)"
+                                               : " (meta: this host cpu's allocations, no math)");
   if (entropy > 0 && !planning)
     std::fprintf(out,
                  "  data: %s, source entropy %.4f nats/token (the best loss a model can reach)\n",

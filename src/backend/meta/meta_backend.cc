@@ -2,8 +2,8 @@
 
 namespace headroom {
 
-std::unique_ptr<Backend> make_meta_backend(Allocator& allocator) {
-  return std::make_unique<MetaBackend>(allocator);
+std::unique_ptr<Backend> make_meta_backend(Allocator& allocator, TargetDevice target) {
+  return std::make_unique<MetaBackend>(allocator, target);
 }
 
 }  // namespace headroom

@@ -4,7 +4,8 @@
 // exactly the allocations cpu makes, in the same order, from its own
 // allocator (over a virtual source), and computes nothing: tensor contents
 // are never touched and meta addresses are never dereferenced. Each op lives
-// in meta/<op>.cc beside its cpu twin's contract.
+// in meta/<op>.cc beside its cpu twin's contract. With target kCuda, gemm
+// makes cuBLASLt's allocations instead of oneDNN's (backend/target_device.h).
 #pragma once
 
 #include "backend/backend.h"
@@ -14,7 +15,9 @@ namespace headroom {
 
 class MetaBackend final : public Backend {
  public:
-  explicit MetaBackend(Allocator& allocator) : Backend(allocator) {}
+  explicit MetaBackend(Allocator& allocator, TargetDevice target = TargetDevice::kHostCpu)
+      : Backend(allocator), target_(target) {}
+  TargetDevice target() const { return target_; }
   BackendKind kind() const override { return BackendKind::kMeta; }
 
   void fill(Tensor& x, float value) override;
@@ -58,6 +61,9 @@ class MetaBackend final : public Backend {
                     const AdamWParams& params) override;
 
  private:
+  TargetDevice target_;
+  // kCuda: cuBLASLt's workspace, from the first gemm on.
+  Tensor cublaslt_workspace_;
   // The descriptors cpu would execute, asked of oneDNN on this machine, so
   // gemm's route and scratchpad size are cpu's; primitives are never made.
   GemmPlans gemm_plans_;

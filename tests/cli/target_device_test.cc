@@ -1,0 +1,95 @@
+// A plan of a cuda run follows the GPU's rules, never the planning host's:
+// every postmortem experiment planned for run.backend = "cuda" makes the
+// same events, event for event, whether oneDNN may use the host's AVX-512
+// and AMX or only AVX2 (DNNL_MAX_CPU_ISA) — while the cpu-target plan of
+// the same experiment may differ, since a cpu run does run on its host.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli_harness.h"
+#include "trace/reader.h"
+
+namespace fs = std::filesystem;
+
+namespace headroom {
+namespace {
+
+using testing::Result;
+
+// What a plan is, event for event: the times and the virtual addresses
+// aside (neither is part of the plan's promise).
+struct PlannedEvent {
+  uint64_t seq;
+  int64_t step;
+  MemoryAction action;
+  uint64_t bytes;
+  Category category;
+  std::string tag;
+  Phase phase;
+  int32_t layer;
+  bool operator==(const PlannedEvent&) const = default;
+};
+
+std::vector<PlannedEvent> planned_events(const fs::path& trace_path) {
+  const TraceReader trace = TraceReader::open(trace_path.string());
+  const std::vector<std::string> tags = trace.tags();
+  std::vector<PlannedEvent> events;
+  for (const MemoryEvent& e : trace.events())
+    events.push_back({e.seq, e.step, e.action, e.bytes, e.category,
+                      e.tag_id < tags.size() ? tags[e.tag_id] : "?", e.phase, e.layer});
+  return events;
+}
+
+class TargetDevicePlans : public testing::ScratchFolder {
+ protected:
+  // Plans `experiment` for `backend` with oneDNN limited to `isa` ("" = the
+  // host's best), returning the events of plan.rank0.h5.
+  std::vector<PlannedEvent> plan(const std::string& experiment, const std::string& backend,
+                                 const std::string& isa) {
+    const std::string name = fs::path(experiment).stem().string() + "-" + backend +
+                             (isa.empty() ? "-native" : "-" + isa);
+    const Result r =
+        run_headroom("plan '" HEADROOM_SOURCE_DIR "/experiments/postmortems/" + experiment +
+                         "' --set run.backend=\\\"" + backend + "\\\" --set run.name=\\\"" + name +
+                         "\\\" --set run.steps=1 --set memory.device_capacity=0",
+                     isa.empty() ? "" : "DNNL_MAX_CPU_ISA=" + isa + " ");
+    EXPECT_EQ(r.code, 0) << experiment << " " << backend << " " << isa << "\n" << r.err;
+    return planned_events(dir_ / "results" / name / "plan.rank0.h5");
+  }
+};
+
+TEST_F(TargetDevicePlans, ACudaPlanIsTheSameOnEveryHost) {
+  for (const char* experiment : {"seed000_zero3_lora.toml", "seed001_chunked_loss.toml",
+                                 "seed003_offload_7b.toml", "seed004_lora_24gb.toml"}) {
+    SCOPED_TRACE(experiment);
+    const std::vector<PlannedEvent> native = plan(experiment, "cuda", "");
+    const std::vector<PlannedEvent> avx2 = plan(experiment, "cuda", "AVX2");
+    ASSERT_FALSE(native.empty());
+    EXPECT_TRUE(native == avx2) << native.size() << " vs " << avx2.size() << " events";
+    // cuBLASLt's workspace once; none of oneDNN's per-call scratch.
+    int workspaces = 0;
+    for (const PlannedEvent& e : native) {
+      EXPECT_EQ(e.tag.rfind("gemm.", 0), std::string::npos) << e.tag;
+      workspaces += e.tag == "cublaslt.workspace" && e.action == MemoryAction::kAlloc;
+    }
+    EXPECT_EQ(workspaces, 1);
+  }
+}
+
+TEST_F(TargetDevicePlans, ACpuPlanFollowsItsHost) {
+  // The same experiment for the cpu asks the host's oneDNN: the gemm
+  // scratch (and, without native bf16, the widened copies) are the host's.
+  const std::vector<PlannedEvent> cpu = plan("seed004_lora_24gb.toml", "cpu", "");
+  int gemm_scratch = 0;
+  for (const PlannedEvent& e : cpu) {
+    EXPECT_NE(e.tag, "cublaslt.workspace");
+    gemm_scratch += e.tag.rfind("gemm.", 0) == 0;
+  }
+  EXPECT_GT(gemm_scratch, 0);
+}
+
+}  // namespace
+}  // namespace headroom
