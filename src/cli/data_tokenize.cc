@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "data/bpe_tokenizer.h"
-#include "data/read_file.h"
 #include "data_tools.h"
 #include "util/error.h"
+#include "util/read_file.h"
 
 namespace po = boost::program_options;
 
@@ -39,6 +39,10 @@ FILE must be a regular file (or standard input) of at most 1 GiB: it is
 tokenized at once; convert a corpus with `headroom data convert`, which
 streams.
 )";
+
+// A text given to `data tokenize` is tokenized at once (corpora go through
+// `data convert`, which streams), and encode() takes at most 2 GiB.
+constexpr uint64_t kMaxTokenizeTextBytes = uint64_t{1} << 30;
 
 std::string read_input(const std::string& file) {
   if (file.empty() || file == "-")

@@ -266,7 +266,8 @@ constexpr std::string_view name_of(E value) {
 // order, after the file), checks every value and every rule between keys, and
 // returns the resolved config. Throws UsageError naming the file (or the
 // --set argument), line:column, the key and what was expected; a file that
-// cannot be read gives "<path>: cannot open config file: <strerror>".
+// cannot be read gives "<path>: cannot open config file: <strerror>", and
+// only a regular file of at most 16 MiB is read (util/read_file.h).
 ExperimentConfig load_config_file(const std::string& path,
                                   const std::vector<std::string>& overrides = {});
 

@@ -4,10 +4,6 @@
 // first, so one edit fixes a file; later stages only run on a clean config,
 // because a rule checked against a value that failed to load would only echo
 // the first error.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -22,6 +18,7 @@
 #include "config/text.h"
 #include "util/bytes.h"
 #include "util/error.h"
+#include "util/read_file.h"
 
 namespace headroom {
 
@@ -265,48 +262,12 @@ namespace {
 // dataset or /dev/zero named by mistake) and would only exhaust memory.
 constexpr uint64_t kMaxConfigBytes = 16 * kMiB;
 
-// The text of the config at `path`: a regular file of at most
-// kMaxConfigBytes. Devices, FIFOs (refused without waiting for a writer) and
-// folders are refused by name.
-std::string read_config_text(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw UsageError(path + ": cannot open config file: " + std::strerror(errno));
-  struct Close {
-    int fd;
-    ~Close() { ::close(fd); }
-  } close{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0)
-    throw UsageError(path + ": cannot read config file: " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) throw UsageError(path + ": cannot read config file: Is a directory");
-  if (!S_ISREG(st.st_mode))
-    throw UsageError(path +
-                     ": cannot read config file: not a regular file (a device, FIFO or "
-                     "socket); expected a TOML file");
-  const std::string limit = "a config file is at most " + format_bytes_exact(kMaxConfigBytes);
-  if (static_cast<uint64_t>(st.st_size) > kMaxConfigBytes)
-    throw UsageError(path + ": cannot read config file: it is " +
-                     format_bytes_exact(static_cast<uint64_t>(st.st_size)) + "; " + limit);
-  std::string text;
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t got = ::read(fd, buffer, sizeof buffer);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw UsageError(path + ": cannot read config file: " + std::strerror(errno));
-    if (got == 0) break;
-    text.append(buffer, static_cast<size_t>(got));
-    if (text.size() > kMaxConfigBytes)  // it grew since fstat
-      throw UsageError(path + ": cannot read config file: more than " +
-                       format_bytes_exact(kMaxConfigBytes) + "; " + limit);
-  }
-  return text;
-}
-
 }  // namespace
 
 ExperimentConfig load_config_file(const std::string& path,
                                   const std::vector<std::string>& overrides) {
-  return load_config_string(read_config_text(path), path, overrides);
+  return load_config_string(read_regular_file(path, kMaxConfigBytes, "config file"), path,
+                            overrides);
 }
 
 }  // namespace headroom

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "data/read_file.h"
+#include "util/read_file.h"
 #include "util/error.h"
 
 namespace headroom {

@@ -25,8 +25,12 @@ struct TokenizerJson {
   std::vector<AddedToken> added_tokens;
 };
 
+// Qwen3's tokenizer.json is 11 MB and the largest public ones (Gemma's 262k
+// vocabulary) about 35 MB: past this bound a file is not a tokenizer.
+constexpr uint64_t kMaxTokenizerJsonBytes = uint64_t{256} << 20;
+
 // Reads `path`, a tokenizer.json or a folder holding one: a regular file of
-// at most kMaxTokenizerJsonBytes (data/read_file.h).
+// at most kMaxTokenizerJsonBytes (util/read_file.h).
 TokenizerJson read_tokenizer_json(const std::string& path);
 
 }  // namespace headroom

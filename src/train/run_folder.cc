@@ -39,6 +39,19 @@ std::string reason(const std::error_code& ec) {
   return ec.message();
 }
 
+// `path` as a folder: made (with its parents) when missing; a file there, a
+// loop or a name too long is an error naming `key`.
+void make_folder(const std::string& key, const fs::path& path, const std::string& what) {
+  if (path_exists(key, path)) {
+    std::error_code ec;
+    if (!fs::is_directory(path, ec)) path_error(key, path, "exists and is not a folder");
+    return;
+  }
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec) path_error(key, path, "cannot create " + what + ": " + reason(ec));
+}
+
 }  // namespace
 
 std::string quote_path(const fs::path& path) {
@@ -65,14 +78,7 @@ void require_regular_file(const std::string& key, const fs::path& path) {
 }
 
 void require_writable_folder(const std::string& key, const fs::path& path) {
-  if (path_exists(key, path)) {
-    std::error_code ec;
-    if (!fs::is_directory(path, ec)) path_error(key, path, "exists and is not a folder");
-  } else {
-    std::error_code ec;
-    fs::create_directories(path, ec);
-    if (ec) path_error(key, path, "cannot create the folder: " + reason(ec));
-  }
+  make_folder(key, path, "the folder");
   // Permissions alone do not answer it (root, read-only mounts, quotas):
   // creating a file does.
   const fs::path probe = path / (".headroom-probe-" + std::to_string(::getpid()));
@@ -98,14 +104,7 @@ RunFolder::RunFolder(RunFolder&& other) noexcept
 }
 
 RunFolder RunFolder::lead(const fs::path& dir, Kind kind, const std::string& key) {
-  if (path_exists(key, dir)) {
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec)) path_error(key, dir, "exists and is not a folder");
-  } else {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) path_error(key, dir, "cannot create the run folder: " + reason(ec));
-  }
+  make_folder(key, dir, "the run folder");
   const fs::path lock_path = dir / lock_name(kind);
   const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)

@@ -16,13 +16,6 @@
 
 namespace headroom {
 
-// The bounds of the files the data tools read whole. Qwen3's tokenizer.json
-// is 11 MB and the largest public ones (Gemma's 262k vocabulary) about 35 MB;
-// a text given to `data tokenize` is tokenized at once (corpora go through
-// `data convert`, which streams), and encode() takes at most 2 GiB.
-constexpr uint64_t kMaxTokenizerJsonBytes = 256 * kMiB;
-constexpr uint64_t kMaxTokenizeTextBytes = 1 * kGiB;
-
 // The bytes of `path`. `what` names the file in errors ("tokenizer", "text
 // file"). Refused, as a UsageError: a path that cannot be opened
 // ("<path>: cannot open <what>: <strerror>"), one that is not a regular file

@@ -1,4 +1,4 @@
-#include "data/read_file.h"
+#include "util/read_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
