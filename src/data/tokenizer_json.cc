@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "util/read_file.h"
 #include "util/error.h"
+#include "util/read_file.h"
 
 namespace headroom {
 
