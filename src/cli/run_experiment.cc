@@ -564,6 +564,7 @@ int run_rank(const RunOptions& options, RunMode mode, Communicator& comm, std::F
     Zero zero(*backend, comm, model_options.dtype, zero_options);
     Transformer model(*backend, model_config, model_options, &zero);
     std::fputs(trainable_parameters_line(model).c_str(), out);
+    std::fflush(out);  // before a postmortem on stderr
     {
       PhaseScope scope(allocator, Phase::kInit);
       model.init_random(static_cast<uint64_t>(config.model.seed));
