@@ -175,6 +175,12 @@ class Backend {
   Allocator* allocator_;
 };
 
+// The one factory: `kind` computes (cpu) or only plans (meta) for `target`.
+// cpu runs on its host, so its target is kHostCpu; cuda is refused until its
+// kernel table lands (the cuda issue). Throws InternalError for a pair that
+// does not exist.
+std::unique_ptr<Backend> make_backend(BackendKind kind, TargetDevice target, Allocator& allocator);
+
 std::unique_ptr<Backend> make_cpu_backend(Allocator& allocator);
 // meta for `target`'s allocations (backend/target_device.h).
 std::unique_ptr<Backend> make_meta_backend(Allocator& allocator,

@@ -1,0 +1,22 @@
+#include <string>
+
+#include "backend/backend.h"
+#include "util/error.h"
+
+namespace headroom {
+
+std::unique_ptr<Backend> make_backend(BackendKind kind, TargetDevice target, Allocator& allocator) {
+  switch (kind) {
+    case BackendKind::kMeta:
+      return make_meta_backend(allocator, target);
+    case BackendKind::kCpu:
+      if (target == TargetDevice::kHostCpu) return make_cpu_backend(allocator);
+      break;
+    case BackendKind::kCuda:
+      break;
+  }
+  throw InternalError("make_backend: no " + std::string(name_of(kind)) + " backend for target " +
+                      std::string(name_of(target)));
+}
+
+}  // namespace headroom
