@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/op.h"
 #include "backend/target_device.h"
 #include "memory/allocator.h"
 #include "tensor/tensor.h"
@@ -52,6 +53,10 @@ class Backend {
   virtual ~Backend() = default;
   virtual BackendKind kind() const = 0;
   Allocator& allocator() const { return *allocator_; }
+  // Whether this backend runs `op`. meta plans every op; a device's kernel
+  // table may lack some (the cuda table grows op by op): calling one it
+  // lacks is an InternalError naming the op and the device.
+  virtual bool supports(Op /*op*/) const { return true; }
 
   // Uninitialized tensor from this backend's allocator.
   Tensor empty(const Shape& shape, DType dtype, Category category, std::string_view tag) const {
