@@ -1,16 +1,22 @@
-// Backend: the op list, implemented once per device kind.
+// Backend: the op list, declared once. A concrete front: each op's method
+// checks its operands (backend/*_checks.h), makes every allocation the op
+// makes, in order (outputs, then scratch sized by the target device's rules:
+// gemm_workspace.h), and then calls the device's kernel table (kernels.h).
 //
-// cpu computes (oneDNN GEMM, OpenMP loops); meta validates shapes and makes
-// exactly the allocations cpu makes, in the same order, and computes nothing;
-// cuda (built when nvcc is found) calls into the top-level cuda/ kernels.
-// The model and trainer see only this interface, so plan and run share one
-// code path (DESIGN.md, promise 1).
+//   cpu   the front + the cpu table (oneDNN GEMM, OpenMP loops; cpu/).
+//   meta  the front alone: the same checks and allocations from an
+//         allocator over virtual addresses, no kernel, nothing computed.
+//   cuda  the front + the cuda table (the cuda issue); meta with a cuda
+//         target already makes its allocations.
+// A plan and a run therefore share one code path by construction (DESIGN.md,
+// promise 1): the allocations are not mirrored in meta, they are the same
+// lines of code.
 //
 // Contract for every op: shape/dtype errors throw InternalError naming the
-// tensors' tags and shapes; an op that returns a new tensor allocates it from
-// this backend's allocator under the caller's category and tag; any scratch
-// memory an op needs is allocated from the same allocator (category
-// workspace) on every backend, so meta accounts for it too.
+// tensors' tags and shapes, before anything is allocated; an op that returns
+// a new tensor allocates it from this backend's allocator under the caller's
+// category and tag; any scratch memory an op needs is allocated from the same
+// allocator (category workspace), so meta accounts for it too.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/gemm_workspace.h"
 #include "backend/op.h"
 #include "backend/target_device.h"
 #include "memory/allocator.h"
@@ -48,15 +55,26 @@ struct AdamWParams {
   float grad_scale = 1.0f;  // multiplies the gradient first (global-norm clipping)
 };
 
-class Backend {
+class Kernels;
+
+class Backend final {
  public:
-  virtual ~Backend() = default;
-  virtual BackendKind kind() const = 0;
+  // `kernels` null: meta (plans only). Otherwise kernels->kind() is `kind`.
+  // `gemm_workspace`: the target's rule; the cpu table executes the plans of
+  // a host-cpu rule, so make_backend builds the pair.
+  Backend(Allocator& allocator, BackendKind kind, TargetDevice target,
+          std::unique_ptr<GemmWorkspace> gemm_workspace, std::unique_ptr<Kernels> kernels);
+  ~Backend();
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  BackendKind kind() const { return kind_; }
+  TargetDevice target() const { return target_; }
   Allocator& allocator() const { return *allocator_; }
   // Whether this backend runs `op`. meta plans every op; a device's kernel
   // table may lack some (the cuda table grows op by op): calling one it
   // lacks is an InternalError naming the op and the device.
-  virtual bool supports(Op /*op*/) const { return true; }
+  bool supports(Op op) const;
 
   // Uninitialized tensor from this backend's allocator.
   Tensor empty(const Shape& shape, DType dtype, Category category, std::string_view tag) const {
@@ -64,42 +82,42 @@ class Backend {
   }
 
   // x[:] = value (floating dtypes; integer dtypes take the value truncated).
-  virtual void fill(Tensor& x, float value) = 0;
+  void fill(Tensor& x, float value);
   // x[:] ~ uniform(lo, hi), deterministic in (seed, index): the same values on
   // every backend and thread count.
-  virtual void fill_uniform(Tensor& x, uint64_t seed, float lo, float hi) = 0;
+  void fill_uniform(Tensor& x, uint64_t seed, float lo, float hi);
   // dst[:] = src[:]; same shape, same dtype.
-  virtual void copy(const Tensor& src, Tensor& dst) = 0;
+  void copy(const Tensor& src, Tensor& dst);
   // A new tensor holding x converted to `dtype` (round-to-nearest-even to bf16).
-  virtual Tensor cast(const Tensor& x, DType dtype, Category category, std::string_view tag) = 0;
+  Tensor cast(const Tensor& x, DType dtype, Category category, std::string_view tag);
   // out = a + b, elementwise, same shapes and dtype; out may alias a or b.
-  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  void add(const Tensor& a, const Tensor& b, Tensor& out);
   // out[i] = x[i] * keep(seed, i) / (1 - p): keep(seed, i) (dropout_keeps in
-  // backend/dropout_mask.h) is 0 with probability p and 1 otherwise, from a
+  // backend/common/dropout_mask.h) is 0 with probability p and 1 otherwise, from a
   // counter-based hash of (seed, i), i the flat index within x. The same
   // (seed, p) gives the same mask on every backend and thread count, so the
   // op is its own backward: dropout(dy, p, seed) is exactly dx, and no mask
   // is saved. 0 <= p < 1 (p = 0 copies x). x and out of one shape and dtype
   // (fp32 or bf16; fp32 math, one rounding); out may be x itself. Dropped
   // elements are +0 even where x is inf or NaN. Allocates nothing.
-  virtual void dropout(const Tensor& x, float p, uint64_t seed, Tensor& out) = 0;
+  void dropout(const Tensor& x, float p, uint64_t seed, Tensor& out);
   // C = alpha * op(A) @ op(B) + beta * C, with op(X) = X or X^T.
   // A, B, C are 2-D; A and B share a dtype (fp32 or bf16); C is fp32 or the
   // same dtype as A. Accumulation is always in fp32. beta = 0 ignores C's
   // contents (they may be uninitialized or NaN).
-  virtual void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
-                    float alpha, float beta) = 0;
+  void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
+            float alpha, float beta);
 
   // ---- host transfer and small reductions ----
   // dst[:] = the dst.nbytes() bytes at src. Meta: nothing.
-  virtual void copy_from_host(const void* src, Tensor& dst) = 0;
+  void copy_from_host(const void* src, Tensor& dst);
   // The src.nbytes() bytes of src to dst. Meta: writes zeros (a plan has no values).
-  virtual void copy_to_host(const Tensor& src, void* dst) = 0;
+  void copy_to_host(const Tensor& src, void* dst);
   // x *= alpha, in place.
-  virtual void scale(Tensor& x, float alpha) = 0;
+  void scale(Tensor& x, float alpha);
   // out (1) fp32 += sum(x^2) over x (fp32 or bf16), accumulated in double.
   // A NaN or inf in x makes out non-finite: this is also the non-finite check.
-  virtual void sum_squares(const Tensor& x, Tensor& out) = 0;
+  void sum_squares(const Tensor& x, Tensor& out);
 
   // ---- model ops; gradients (d*) have the dtype of what they differentiate,
   // math is fp32 inside. "written" outputs are overwritten, "accumulated"
@@ -107,37 +125,35 @@ class Backend {
 
   // out[t, :] = table[ids[t], :]. table (V, C); ids (T) int32; out (T, C), table's dtype.
   // An id outside [0, V) is an InternalError naming it (the data layer validates first).
-  virtual void embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
+  void embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out);
   // d_table[ids[t], :] += d_out[t, :]; d_table (V, C) accumulated.
-  virtual void embedding_backward(const Tensor& d_out, const Tensor& ids, Tensor& d_table) = 0;
+  void embedding_backward(const Tensor& d_out, const Tensor& ids, Tensor& d_table);
 
   // y = x / sqrt(mean(x^2) + eps) * w, row-wise over the last dim.
   // x, y (N, C); w (C); rstd (N) fp32 written (saved for backward; y is not needed).
-  virtual void rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, Tensor& y,
-                               Tensor& rstd) = 0;
+  void rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, Tensor& y, Tensor& rstd);
   // dx (N, C) written; dw (C) accumulated, or undefined for a frozen weight:
   // then no dw is computed and nothing is allocated for it.
-  virtual void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
-                                const Tensor& rstd, Tensor& dx, Tensor& dw) = 0;
+  void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
+                        Tensor& dx, Tensor& dw);
 
   // Rotary embedding in place, Hugging Face Llama convention ("rotate_half":
   // element i pairs with i + D/2; inv_freq[i] = theta^(-2i/D), angle =
   // position * inv_freq). x (T, n*D) viewed as (T, n, D); positions (T) int32.
-  virtual void rope_forward(Tensor& x, const Tensor& positions, int64_t head_dim, float theta) = 0;
+  void rope_forward(Tensor& x, const Tensor& positions, int64_t head_dim, float theta);
   // The transpose (inverse) rotation applied to a gradient in place.
-  virtual void rope_backward(Tensor& dx, const Tensor& positions, int64_t head_dim,
-                             float theta) = 0;
+  void rope_backward(Tensor& dx, const Tensor& positions, int64_t head_dim, float theta);
 
   // x[t, :] += bias[:], in place; x (T, N), bias (N) (Qwen2's q/k/v projections).
-  virtual void bias_forward(Tensor& x, const Tensor& bias) = 0;
+  void bias_forward(Tensor& x, const Tensor& bias);
   // d_bias[:] += sum over t of dy[t, :]; d_bias (N) accumulated.
-  virtual void bias_backward(const Tensor& dy, Tensor& d_bias) = 0;
+  void bias_backward(const Tensor& dy, Tensor& d_bias);
 
   // out = silu(gate) * up; gate, up, out (T, F).
-  virtual void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out);
   // d_gate, d_up (T, F) written.
-  virtual void swiglu_backward(const Tensor& d_out, const Tensor& gate, const Tensor& up,
-                               Tensor& d_gate, Tensor& d_up) = 0;
+  void swiglu_backward(const Tensor& d_out, const Tensor& gate, const Tensor& up, Tensor& d_gate,
+                       Tensor& d_up);
 
   // Flash attention on a packed batch: documents are [cu_seqlens[i],
   // cu_seqlens[i+1]) of T; causal within each document, nothing across.
@@ -145,39 +161,43 @@ class Backend {
   // written (the only thing saved besides q, k, v, out; the T x T scores are
   // never stored). Tiles fully masked are skipped; tiles fully visible skip
   // the per-element mask. Scratch depends only on shapes.
-  virtual void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                 const std::vector<int32_t>& cu_seqlens,
-                                 const AttentionParams& params, Tensor& out, Tensor& lse) = 0;
+  void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                         const std::vector<int32_t>& cu_seqlens, const AttentionParams& params,
+                         Tensor& out, Tensor& lse);
   // dq (T, H*D), dk and dv (T, KV*D) written; recomputes the scores tile by tile.
-  virtual void attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k,
-                                  const Tensor& v, const Tensor& out, const Tensor& lse,
-                                  const std::vector<int32_t>& cu_seqlens,
-                                  const AttentionParams& params, Tensor& dq, Tensor& dk,
-                                  Tensor& dv) = 0;
+  void attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& out, const Tensor& lse,
+                          const std::vector<int32_t>& cu_seqlens, const AttentionParams& params,
+                          Tensor& dq, Tensor& dk, Tensor& dv);
 
   // Cross-entropy on one chunk of logits. logits (N, V) fp32 or bf16;
   // targets (N) int32, -1 = not counted; lse (N) fp32 written;
   // loss_sum (1) fp32 accumulated with sum over counted rows of
   // lse - logits[target]. A target outside [-1, V) is an InternalError.
-  virtual void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& lse,
-                                     Tensor& loss_sum) = 0;
+  void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& lse,
+                             Tensor& loss_sum);
   // In place: logits <- scale * (softmax(logits) - onehot(target)), using the
   // saved lse; rows with target -1 become 0. Afterwards logits holds dlogits.
-  virtual void cross_entropy_backward(Tensor& logits, const Tensor& targets, const Tensor& lse,
-                                      float scale) = 0;
+  void cross_entropy_backward(Tensor& logits, const Tensor& targets, const Tensor& lse,
+                              float scale);
 
   // ---- optimizer ----
   // One AdamW step on a flat parameter group. param (N) fp32 or bf16; master
   // (N) fp32 when param is bf16 (the update happens there and is rounded into
   // param), undefined when param is fp32; grad (N) param's dtype; m, v (N) fp32.
-  virtual void adamw_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
-                            const AdamWParams& params) = 0;
-
- protected:
-  explicit Backend(Allocator& allocator) : allocator_(&allocator) {}
+  void adamw_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
+                    const AdamWParams& params);
 
  private:
+  // Throws InternalError naming the op and the device when the table lacks it.
+  void require(Op op) const;
+
   Allocator* allocator_;
+  BackendKind kind_;
+  TargetDevice target_;
+  // Destroyed before the allocator: the cuda rule holds a workspace tensor.
+  std::unique_ptr<GemmWorkspace> gemm_workspace_;
+  std::unique_ptr<Kernels> kernels_;  // null: meta
 };
 
 // The one factory: `kind` computes (cpu) or only plans (meta) for `target`.

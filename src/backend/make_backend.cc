@@ -1,9 +1,16 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/kernels.h"
 #include "util/error.h"
 
 namespace headroom {
+
+std::unique_ptr<Backend> make_meta_backend(Allocator& allocator, TargetDevice target) {
+  std::unique_ptr<GemmWorkspace> rule =
+      target == TargetDevice::kCuda ? make_cuda_gemm_workspace() : make_host_cpu_gemm_workspace();
+  return std::make_unique<Backend>(allocator, BackendKind::kMeta, target, std::move(rule), nullptr);
+}
 
 std::unique_ptr<Backend> make_backend(BackendKind kind, TargetDevice target, Allocator& allocator) {
   switch (kind) {

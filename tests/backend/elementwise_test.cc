@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "backend/rng.h"
+#include "backend/common/rng.h"
 #include "backend_test_util.h"
 
 namespace headroom::backend_test {

@@ -51,9 +51,12 @@ class LoraCli : public testing::ScratchFolder {
 // lora.seed (A's init) is kept fixed.
 TEST_F(LoraCli, RunSeedDrawsTheDropoutMasks) {
   const std::string lora = std::string(kLora) + " --set lora.dropout=0.5 --set run.steps=3";
-  ASSERT_EQ(headroom("train", lora + " --set run.name=a --set run.seed=1").code, 0);
-  ASSERT_EQ(headroom("train", lora + " --set run.name=b --set run.seed=1").code, 0);
-  ASSERT_EQ(headroom("train", lora + " --set run.name=c --set run.seed=2").code, 0);
+  for (const char* name_and_seed :
+       {" --set run.name=a --set run.seed=1", " --set run.name=b --set run.seed=1",
+        " --set run.name=c --set run.seed=2"}) {
+    Result r = headroom("train", lora + name_and_seed);
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
   const std::vector<StepRecord> a = steps("a/trace.rank0.h5"), b = steps("b/trace.rank0.h5"),
                                 c = steps("c/trace.rank0.h5");
   ASSERT_EQ(a.size(), 3u);

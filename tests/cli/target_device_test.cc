@@ -91,5 +91,34 @@ TEST_F(TargetDevicePlans, ACpuPlanFollowsItsHost) {
   EXPECT_GT(gemm_scratch, 0);
 }
 
+// The two targets' plans differ by the documented gemm rules and nothing
+// else: with the gemm's own blocks set aside (oneDNN's per-call copies and
+// scratchpad on the host, cuBLASLt's one workspace on cuda), every block the
+// model, optimizer and loss allocate is the same, in the same order. Segments
+// are set aside too: the caching allocator's segment layout follows from
+// every block, gemm scratch included.
+TEST_F(TargetDevicePlans, TheTargetsDifferOnlyByTheirGemmWorkspaceRules) {
+  auto model_blocks = [](const std::vector<PlannedEvent>& events) {
+    std::vector<PlannedEvent> kept;
+    for (PlannedEvent e : events) {
+      if (e.action != MemoryAction::kAlloc && e.action != MemoryAction::kFree) continue;
+      if (e.tag.rfind("gemm.", 0) == 0 || e.tag == "cublaslt.workspace") continue;
+      e.seq = 0;
+      kept.push_back(e);
+    }
+    return kept;
+  };
+  for (const char* experiment : {"seed001_chunked_loss.toml", "seed004_lora_24gb.toml"}) {
+    SCOPED_TRACE(experiment);
+    const std::vector<PlannedEvent> cpu = model_blocks(plan(experiment, "cpu", ""));
+    const std::vector<PlannedEvent> cuda = model_blocks(plan(experiment, "cuda", ""));
+    ASSERT_FALSE(cpu.empty());
+    ASSERT_EQ(cpu.size(), cuda.size());
+    for (size_t i = 0; i < cpu.size(); ++i)
+      ASSERT_TRUE(cpu[i] == cuda[i])
+          << "block event " << i << ": " << cpu[i].tag << " vs " << cuda[i].tag;
+  }
+}
+
 }  // namespace
 }  // namespace headroom

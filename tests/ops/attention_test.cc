@@ -30,8 +30,8 @@
 #include <random>
 
 #include "backend/attention_checks.h"
+#include "backend/common/attention_tiles.h"
 #include "backend/cpu/attention_kernels.h"
-#include "backend/cpu/attention_tiles.h"
 #include "ops/op_test_util.h"
 
 // exp_approx is instantiated here with the kernels' 32-byte vector type, at

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/dropout_mask.h"
+#include "backend/common/dropout_mask.h"
 #include "ops/op_test_util.h"
 
 namespace headroom::backend_test {

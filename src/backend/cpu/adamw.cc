@@ -20,7 +20,7 @@
 // Allocates: nothing.
 #include <cmath>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 
 namespace headroom {
@@ -63,9 +63,8 @@ inline float step(float p, float g, float& m, float& v, const Scalars& s) {
 
 }  // namespace
 
-void CpuBackend::adamw_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
+void CpuKernels::adamw_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
                               Tensor& v, const AdamWParams& params) {
-  check_adamw_update(kind(), param, master, grad, m, v, params);
   const Scalars s = scalars_of(params);
   int64_t n = param.numel();
   float* pm = m.data<float>();

@@ -2,13 +2,12 @@
 // adds in fp32 and rounds once to nearest even. out may be a or b itself
 // (the residual stream updates in place); partial overlap is rejected.
 // Allocates: nothing.
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/op_checks.h"
 
 namespace headroom {
 
-void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
-  check_add(kind(), a, b, out);
+void CpuKernels::add(const Tensor& a, const Tensor& b, Tensor& out) {
   int64_t n = a.numel();
   // Element i is read before it is written, by the same iteration, so
   // aliasing out with a or b is safe under any schedule.

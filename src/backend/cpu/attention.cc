@@ -27,9 +27,9 @@
 #include <limits>
 
 #include "backend/attention_checks.h"
+#include "backend/common/attention_tiles.h"
 #include "backend/cpu/attention_kernels.h"
-#include "backend/cpu/attention_tiles.h"
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 
 // The kernels' templates are instantiated at the end of this file with 32-byte
 // vectors, always inlined: see attention_kernels.h.
@@ -404,10 +404,10 @@ void backward(const Problem<T>& p, const T* out, float* delta) {
 
 }  // namespace
 
-void CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+void CpuKernels::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                    const std::vector<int32_t>& cu_seqlens,
-                                   const AttentionParams& params, Tensor& out, Tensor& lse) {
-  const AttentionDims dims = check_attention_forward(kind(), q, k, v, cu_seqlens, params, out, lse);
+                                   const AttentionParams& params, const AttentionDims& dims,
+                                   Tensor& out, Tensor& lse) {
   const AttentionTilePlan plan =
       attention_tile_plan(cu_seqlens, dims.tokens, dims.block_size, dims.window);
   if (q.dtype() == DType::kF32) {
@@ -423,14 +423,12 @@ void CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tenso
   }
 }
 
-void CpuBackend::attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k,
+void CpuKernels::attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k,
                                     const Tensor& v, const Tensor& out, const Tensor& lse,
                                     const std::vector<int32_t>& cu_seqlens,
-                                    const AttentionParams& params, Tensor& dq, Tensor& dk,
+                                    const AttentionParams& params, const AttentionDims& dims,
+                                    AttentionBackwardScratch& scratch, Tensor& dq, Tensor& dk,
                                     Tensor& dv) {
-  const AttentionDims dims =
-      check_attention_backward(kind(), d_out, q, k, v, out, lse, cu_seqlens, params, dq, dk, dv);
-  AttentionBackwardScratch scratch = allocate_attention_backward_scratch(*this, dims);
   const AttentionTilePlan plan =
       attention_tile_plan(cu_seqlens, dims.tokens, dims.block_size, dims.window);
   auto run = [&]<typename T>(T*) {

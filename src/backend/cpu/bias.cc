@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <array>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 
 namespace headroom {
@@ -61,16 +61,14 @@ void sum_rows_into(const T* dy, T* d_bias, int64_t rows, int64_t width) {
 
 }  // namespace
 
-void CpuBackend::bias_forward(Tensor& x, const Tensor& bias) {
-  check_bias_forward(kind(), x, bias);
+void CpuKernels::bias_forward(Tensor& x, const Tensor& bias) {
   if (x.dtype() == DType::kF32)
     add_rows(x.data<float>(), bias.data<float>(), x.size(0), x.size(1));
   else
     add_rows(x.data<bf16>(), bias.data<bf16>(), x.size(0), x.size(1));
 }
 
-void CpuBackend::bias_backward(const Tensor& dy, Tensor& d_bias) {
-  check_bias_backward(kind(), dy, d_bias);
+void CpuKernels::bias_backward(const Tensor& dy, Tensor& d_bias) {
   if (dy.dtype() == DType::kF32)
     sum_rows_into(dy.data<float>(), d_bias.data<float>(), dy.size(0), dy.size(1));
   else

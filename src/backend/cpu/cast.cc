@@ -4,12 +4,12 @@
 //   bf16 -> fp32: exact.
 //   int32 / int64 / uint8 -> fp32: exact below 2^24, round-to-nearest above.
 //   same dtype: a copy.
-// Allocates: the output (the caller's category and tag), after the checks, so
-// a rejected cast allocates nothing.
+// The front allocates the output (the caller's category and tag) after the
+// checks, so a rejected cast allocates nothing; this fills it.
 #include <cstring>
 
 #include "backend/cpu/convert.h"
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/op_checks.h"
 
 namespace headroom {
@@ -25,9 +25,8 @@ void integers_to_float(const T* src, float* dst, int64_t n) {
 
 }  // namespace
 
-Tensor CpuBackend::cast(const Tensor& x, DType dtype, Category category, std::string_view tag) {
-  check_cast(kind(), x, dtype);
-  Tensor out = empty(x.shape(), dtype, category, tag);
+void CpuKernels::cast(const Tensor& x, Tensor& out) {
+  const DType dtype = out.dtype();
   int64_t n = x.numel();
   if (x.dtype() == dtype) {
     copy(x, out);
@@ -42,7 +41,6 @@ Tensor CpuBackend::cast(const Tensor& x, DType dtype, Category category, std::st
   } else {
     integers_to_float(x.data<uint8_t>(), out.data<float>(), n);
   }
-  return out;
 }
 
 }  // namespace headroom

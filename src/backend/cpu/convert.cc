@@ -1,6 +1,6 @@
 #include "backend/cpu/convert.h"
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 
 namespace headroom {
 

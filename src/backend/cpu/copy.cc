@@ -3,13 +3,12 @@
 // Allocates: nothing.
 #include <cstring>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/op_checks.h"
 
 namespace headroom {
 
-void CpuBackend::copy(const Tensor& src, Tensor& dst) {
-  check_copy(kind(), src, dst);
+void CpuKernels::copy(const Tensor& src, Tensor& dst) {
   if (src.raw() == dst.raw()) return;
   const char* from = static_cast<const char*>(src.raw());
   char* to = static_cast<char*>(dst.raw());

@@ -24,7 +24,7 @@
 #include <limits>
 #include <string>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/cross_entropy_checks.h"
 #include "backend/op_checks.h"
 #include "util/error.h"
@@ -121,9 +121,8 @@ void backward_rows(T* logits, const int32_t* target, const float* lse, int64_t r
 
 }  // namespace
 
-void CpuBackend::cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& lse,
+void CpuKernels::cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& lse,
                                        Tensor& loss_sum) {
-  check_cross_entropy_forward(kind(), logits, targets, lse, loss_sum);
   check_target_values("cross_entropy_forward", logits, targets);
   int64_t rows = logits.size(0);
   int64_t vocab = logits.size(1);
@@ -135,9 +134,8 @@ void CpuBackend::cross_entropy_forward(const Tensor& logits, const Tensor& targe
   sum[0] = static_cast<float>(static_cast<double>(sum[0]) + total);
 }
 
-void CpuBackend::cross_entropy_backward(Tensor& logits, const Tensor& targets, const Tensor& lse,
+void CpuKernels::cross_entropy_backward(Tensor& logits, const Tensor& targets, const Tensor& lse,
                                         float scale) {
-  check_cross_entropy_backward(kind(), logits, targets, lse, scale);
   check_target_values("cross_entropy_backward", logits, targets);
   int64_t rows = logits.size(0);
   int64_t vocab = logits.size(1);

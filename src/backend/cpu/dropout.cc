@@ -1,5 +1,5 @@
 // dropout: out[i] = keep(seed, i) ? x[i] * s : 0, s = 1 / (1 - p) in fp32,
-// keep = dropout_keeps (backend/dropout_mask.h), i the flat index within x.
+// keep = dropout_keeps (backend/common/dropout_mask.h), i the flat index within x.
 // x, out one shape and dtype (fp32 or bf16: fp32 math, one rounding per
 // element); out may be x exactly (element i is read before it is written, by
 // the same iteration). 0 <= p < 1.
@@ -9,8 +9,8 @@
 // The op is linear with a 0-or-s diagonal, so it is its own backward: dropout
 // of dy with the same (seed, p) is dx, bit for bit.
 // Allocates: nothing.
-#include "backend/cpu/cpu_backend.h"
-#include "backend/dropout_mask.h"
+#include "backend/common/dropout_mask.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 
 namespace headroom {
@@ -40,8 +40,7 @@ void apply(const T* x, float p, uint64_t seed, T* out, int64_t n) {
 
 }  // namespace
 
-void CpuBackend::dropout(const Tensor& x, float p, uint64_t seed, Tensor& out) {
-  check_dropout(kind(), x, p, out);
+void CpuKernels::dropout(const Tensor& x, float p, uint64_t seed, Tensor& out) {
   int64_t n = x.numel();
   if (x.dtype() == DType::kF32)
     apply(x.data<float>(), p, seed, out.data<float>(), n);

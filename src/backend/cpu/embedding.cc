@@ -23,7 +23,7 @@
 #include <numeric>
 #include <string>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 #include "backend/op_checks.h"
 #include "util/error.h"
@@ -95,8 +95,7 @@ void scatter_add_rows(const T* d_out, const int32_t* ids, const int32_t* order, 
 
 }  // namespace
 
-void CpuBackend::embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) {
-  check_embedding_forward(kind(), table, ids, out);
+void CpuKernels::embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) {
   check_ids("embedding_forward", ids, table.size(0), table, "table");
   int64_t tokens = ids.size(0), width = table.size(1);
   if (table.dtype() == DType::kF32)
@@ -105,10 +104,9 @@ void CpuBackend::embedding_forward(const Tensor& table, const Tensor& ids, Tenso
     gather_rows(table.data<bf16>(), ids.data<int32_t>(), out.data<bf16>(), tokens, width);
 }
 
-void CpuBackend::embedding_backward(const Tensor& d_out, const Tensor& ids, Tensor& d_table) {
-  check_embedding_backward(kind(), d_out, ids, d_table);
+void CpuKernels::embedding_backward(const Tensor& d_out, const Tensor& ids, Tensor& d_table,
+                                    Tensor& order_tensor) {
   check_ids("embedding_backward", ids, d_table.size(0), d_table, "d_table");
-  Tensor order_tensor = allocate_embedding_backward_order(*this, ids);
   int64_t tokens = ids.size(0), width = d_table.size(1);
   const int32_t* id = ids.data<int32_t>();
   int32_t* order = order_tensor.data<int32_t>();

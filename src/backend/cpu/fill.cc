@@ -2,7 +2,7 @@
 // nearest even); integer dtypes store it truncated toward zero, and a value
 // that does not fit is rejected by check_fill rather than wrapped.
 // Allocates: nothing.
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/op_checks.h"
 
 namespace headroom {
@@ -18,8 +18,7 @@ void fill_with(T* x, int64_t n, T value) {
 
 }  // namespace
 
-void CpuBackend::fill(Tensor& x, float value) {
-  check_fill(kind(), x, value);
+void CpuKernels::fill(Tensor& x, float value) {
   int64_t n = x.numel();
   switch (x.dtype()) {
     case DType::kF32:

@@ -1,16 +1,15 @@
-// fill_uniform: x[i] = random_uniform(seed, i, lo, hi) (backend/rng.h), i the
+// fill_uniform: x[i] = random_uniform(seed, i, lo, hi) (backend/common/rng.h), i the
 // flat index; bf16 stores that fp32 value rounded to nearest even.
 // Deterministic in (seed, i) alone: any thread count, any backend, any split
 // of the loop gives the same bits.
 // Allocates: nothing.
-#include "backend/cpu/cpu_backend.h"
+#include "backend/common/rng.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/op_checks.h"
-#include "backend/rng.h"
 
 namespace headroom {
 
-void CpuBackend::fill_uniform(Tensor& x, uint64_t seed, float lo, float hi) {
-  check_fill_uniform(kind(), x, lo, hi);
+void CpuKernels::fill_uniform(Tensor& x, uint64_t seed, float lo, float hi) {
   int64_t n = x.numel();
   if (x.dtype() == DType::kF32) {
     float* p = x.data<float>();

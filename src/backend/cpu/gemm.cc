@@ -14,8 +14,9 @@
 #include <unordered_map>
 
 #include "backend/cpu/convert.h"
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/op_checks.h"
+#include "util/error.h"
 
 namespace headroom {
 
@@ -36,12 +37,13 @@ void scale_in_place(T* c, int64_t n, float beta) {
 
 }  // namespace
 
-void CpuBackend::gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
-                      Tensor& c, float alpha, float beta) {
-  GemmDims dims = check_gemm(kind(), a, transpose_a, b, transpose_b, c);
-  GemmPlan& plan = gemm_plans_.get(
-      make_gemm_key(dims, transpose_a, transpose_b, a.dtype(), c.dtype(), alpha, beta));
-  GemmScratch scratch = allocate_gemm_scratch(*this, plan, a, b, c);
+// The plan (scratch.cpu_plan) already holds the transposes, alpha and beta:
+// they are part of its key.
+void CpuKernels::gemm(const Tensor& a, bool /*transpose_a*/, const Tensor& b, bool /*transpose_b*/,
+                      Tensor& c, float /*alpha*/, float beta, const GemmDims& /*dims*/,
+                      GemmScratch& scratch) {
+  HR_CHECK(scratch.cpu_plan != nullptr, "gemm: the cpu table needs a host-cpu gemm workspace");
+  GemmPlan& plan = *scratch.cpu_plan;
 
   switch (plan.route) {
     case GemmRoute::kNothing:
@@ -73,7 +75,7 @@ void CpuBackend::gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool t
     }
   }
 
-  const dnnl::engine& engine = gemm_plans_.engine();
+  const dnnl::engine& engine = gemm_plans_->engine();
   const dnnl::matmul::primitive_desc& pd = plan.descriptor;
   // oneDNN takes non-const handles; it only reads src and weights.
   dnnl::memory a_mem(pd.src_desc(), engine, a_data);
@@ -84,7 +86,7 @@ void CpuBackend::gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool t
   if (scratch.scratchpad.defined())
     args.emplace(DNNL_ARG_SCRATCHPAD,
                  dnnl::memory(pd.scratchpad_desc(), engine, scratch.scratchpad.raw()));
-  gemm_plans_.primitive(plan).execute(stream_, args);
+  gemm_plans_->primitive(plan).execute(stream_, args);
   stream_.wait();
 
   if (scratch.c_fp32.defined())

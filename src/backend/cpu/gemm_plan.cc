@@ -1,6 +1,6 @@
 #include "backend/cpu/gemm_plan.h"
 
-#include <bit>
+#include "backend/backend.h"
 
 #include "util/error.h"
 
@@ -12,14 +12,6 @@ using dnnl::memory;
 
 memory::data_type dnnl_type(DType dtype) {
   return dtype == DType::kBF16 ? memory::data_type::bf16 : memory::data_type::f32;
-}
-
-std::string key_string(const GemmKey& key) {
-  return "m=" + std::to_string(key.m) + " n=" + std::to_string(key.n) +
-         " k=" + std::to_string(key.k) + (key.transpose_a ? " A^T" : " A") +
-         (key.transpose_b ? " B^T" : " B") + " " + std::string(name_of(key.ab)) + " x " +
-         std::string(name_of(key.ab)) + " -> " + std::string(name_of(key.c)) +
-         " alpha=" + std::to_string(alpha_of(key)) + " beta=" + std::to_string(beta_of(key));
 }
 
 // op(A) is m x k. Stored row-major as [m, k] (strides {k, 1}) or, transposed,
@@ -48,28 +40,6 @@ dnnl::matmul::primitive_desc make_descriptor(const dnnl::engine& engine, const G
 
 }  // namespace
 
-GemmKey make_gemm_key(const GemmDims& dims, bool transpose_a, bool transpose_b, DType ab, DType c,
-                      float alpha, float beta) {
-  GemmKey key;
-  key.m = dims.m;
-  key.n = dims.n;
-  key.k = dims.k;
-  key.transpose_a = transpose_a;
-  key.transpose_b = transpose_b;
-  key.ab = ab;
-  key.c = c;
-  key.alpha_bits = std::bit_cast<uint32_t>(alpha);
-  key.beta_bits = std::bit_cast<uint32_t>(beta);
-  return key;
-}
-
-float alpha_of(const GemmKey& key) {
-  return std::bit_cast<float>(key.alpha_bits);
-}
-float beta_of(const GemmKey& key) {
-  return std::bit_cast<float>(key.beta_bits);
-}
-
 GemmPlans::GemmPlans() : engine_(dnnl::engine::kind::cpu, 0) {}
 
 GemmPlan& GemmPlans::get(const GemmKey& key) {
@@ -88,12 +58,12 @@ GemmPlan& GemmPlans::get(const GemmKey& key) {
       plan.route = GemmRoute::kNative;
     } catch (const dnnl::error& e) {
       if (key.ab != DType::kBF16 || e.status != dnnl_unimplemented)
-        throw InternalError("gemm: oneDNN has no matmul for " + key_string(key) + ": " + e.what());
+        throw InternalError("gemm: oneDNN has no matmul for " + to_string(key) + ": " + e.what());
       try {
         plan.descriptor = make_descriptor(engine_, key, DType::kF32, DType::kF32);
         plan.route = GemmRoute::kWidened;
       } catch (const dnnl::error& e2) {
-        throw InternalError("gemm: oneDNN has no matmul for " + key_string(key) +
+        throw InternalError("gemm: oneDNN has no matmul for " + to_string(key) +
                             ", nor for its fp32 widening: " + e2.what());
       }
     }
@@ -104,14 +74,20 @@ GemmPlan& GemmPlans::get(const GemmKey& key) {
 
 const dnnl::matmul& GemmPlans::primitive(GemmPlan& plan) {
   HR_CHECK(plan.route == GemmRoute::kNative || plan.route == GemmRoute::kWidened,
-           "gemm: no oneDNN primitive for " + key_string(plan.key));
+           "gemm: no oneDNN primitive for " + to_string(plan.key));
   if (!plan.primitive) plan.primitive = dnnl::matmul(plan.descriptor);
   return plan.primitive;
 }
 
-GemmScratch allocate_gemm_scratch(const Backend& backend, const GemmPlan& plan, const Tensor& a,
+GemmScratch HostCpuGemmWorkspace::allocate(const Backend& backend, const GemmKey& key,
+                                           const Tensor& a, const Tensor& b, const Tensor& c) {
+  return allocate_gemm_scratch(backend, plans_.get(key), a, b, c);
+}
+
+GemmScratch allocate_gemm_scratch(const Backend& backend, GemmPlan& plan, const Tensor& a,
                                   const Tensor& b, const Tensor& c) {
   GemmScratch scratch;
+  scratch.cpu_plan = &plan;
   if (plan.route == GemmRoute::kWidened) {
     scratch.a_fp32 = backend.empty(a.shape(), DType::kF32, Category::kWorkspace, "gemm.a_fp32");
     scratch.b_fp32 = backend.empty(b.shape(), DType::kF32, Category::kWorkspace, "gemm.b_fp32");
@@ -122,6 +98,10 @@ GemmScratch allocate_gemm_scratch(const Backend& backend, const GemmPlan& plan, 
     scratch.scratchpad = backend.empty({static_cast<int64_t>(plan.scratchpad_bytes)}, DType::kU8,
                                        Category::kWorkspace, "gemm.scratchpad");
   return scratch;
+}
+
+std::unique_ptr<GemmWorkspace> make_host_cpu_gemm_workspace() {
+  return std::make_unique<HostCpuGemmWorkspace>();
 }
 
 }  // namespace headroom

@@ -1,38 +1,24 @@
 // How the cpu backend runs a gemm of one shape on this machine, decided once
-// per shape from oneDNN's answer, and the scratch memory one call holds.
+// per shape from oneDNN's answer, and the host-cpu workspace rule built on
+// it (gemm_workspace.h).
 //
-// meta includes this file on purpose: it asks oneDNN the same question (same
-// primitive descriptor, hence the same route and scratchpad size) and
-// allocates the same GemmScratch, so a plan matches a cpu run byte for byte.
-// Both must run on the same machine and thread count: oneDNN chooses its
-// implementation, and with it the scratchpad, by CPU ISA and threads.
+// meta with a host-cpu target uses the same rule: it asks oneDNN the same
+// question (same primitive descriptor, hence the same route and scratchpad
+// size) and allocates the same GemmScratch, so a plan matches a cpu run byte
+// for byte. Both must run on the same machine and thread count: oneDNN
+// chooses its implementation, and with it the scratchpad, by CPU ISA and
+// threads. That is right for a cpu run, which only runs on its host, and
+// wrong for anything else: a cuda target never comes here.
 #pragma once
 
-#include <compare>
 #include <cstdint>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "backend/backend.h"
-#include "backend/op_checks.h"
+#include "backend/common/gemm_key.h"
+#include "backend/gemm_workspace.h"
 
 namespace headroom {
-
-// Everything a oneDNN matmul primitive is specialized on. alpha and beta are
-// baked into the primitive (output scale, sum post-op), so they are part of
-// the key; they are kept as bit patterns so the ordering is total.
-struct GemmKey {
-  int64_t m = 0, n = 0, k = 0;
-  bool transpose_a = false, transpose_b = false;
-  DType ab = DType::kF32;  // dtype of A and B
-  DType c = DType::kF32;
-  uint32_t alpha_bits = 0, beta_bits = 0;
-  auto operator<=>(const GemmKey&) const = default;
-};
-GemmKey make_gemm_key(const GemmDims& dims, bool transpose_a, bool transpose_b, DType ab, DType c,
-                      float alpha, float beta);
-float alpha_of(const GemmKey& key);
-float beta_of(const GemmKey& key);
 
 enum class GemmRoute : uint8_t {
   kNothing,  // m or n is 0: C is empty, nothing to do
@@ -58,7 +44,7 @@ struct GemmPlan {
   dnnl::matmul primitive;
 };
 
-// Plans by key, made on first use and kept for the backend's lifetime.
+// Plans by key, made on first use and kept for the owner's lifetime.
 class GemmPlans {
  public:
   GemmPlans();
@@ -80,16 +66,21 @@ class GemmPlans {
   std::map<GemmKey, GemmPlan> plans_;
 };
 
-// The workspace one gemm call holds while it runs. allocate_gemm_scratch
-// allocates the members in declaration order and they are freed in reverse
-// when the struct goes out of scope, on cpu and meta alike.
-struct GemmScratch {
-  Tensor a_fp32;      // kWidened: A as stored, widened           (tag gemm.a_fp32)
-  Tensor b_fp32;      // kWidened: B as stored, widened           (tag gemm.b_fp32)
-  Tensor c_fp32;      // kWidened with a bf16 C: unrounded result (tag gemm.c_fp32)
-  Tensor scratchpad;  // oneDNN's scratchpad, when it asks for one (tag gemm.scratchpad)
+// The host-cpu rule: per call, the widened copies (kWidened) and oneDNN's
+// scratchpad, in GemmScratch's declaration order. The cpu kernel table
+// executes the plans of the same object (plans()).
+class HostCpuGemmWorkspace final : public GemmWorkspace {
+ public:
+  GemmScratch allocate(const Backend& backend, const GemmKey& key, const Tensor& a, const Tensor& b,
+                       const Tensor& c) override;
+  GemmPlans& plans() { return plans_; }
+
+ private:
+  GemmPlans plans_;
 };
-GemmScratch allocate_gemm_scratch(const Backend& backend, const GemmPlan& plan, const Tensor& a,
+
+// What HostCpuGemmWorkspace allocates for one call of `plan`.
+GemmScratch allocate_gemm_scratch(const Backend& backend, GemmPlan& plan, const Tensor& a,
                                   const Tensor& b, const Tensor& c);
 
 }  // namespace headroom

@@ -5,7 +5,7 @@
 // Allocates: nothing.
 #include <cstring>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 
 namespace headroom {
@@ -30,13 +30,11 @@ void parallel_memcpy(void* dst, const void* src, uint64_t nbytes) {
 
 }  // namespace
 
-void CpuBackend::copy_from_host(const void* src, Tensor& dst) {
-  check_copy_from_host(kind(), src, dst);
+void CpuKernels::copy_from_host(const void* src, Tensor& dst) {
   parallel_memcpy(dst.raw(), src, dst.nbytes());
 }
 
-void CpuBackend::copy_to_host(const Tensor& src, void* dst) {
-  check_copy_to_host(kind(), src, dst);
+void CpuKernels::copy_to_host(const Tensor& src, void* dst) {
   parallel_memcpy(dst, src.raw(), src.nbytes());
 }
 

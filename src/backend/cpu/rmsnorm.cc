@@ -21,7 +21,7 @@
 #include <array>
 #include <cmath>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 
 namespace headroom {
@@ -113,9 +113,8 @@ void backward(const T* dy, const T* x, const T* w, const float* rstd, T* dx, T* 
 
 }  // namespace
 
-void CpuBackend::rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, Tensor& y,
+void CpuKernels::rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, Tensor& y,
                                  Tensor& rstd) {
-  check_rmsnorm_forward(kind(), x, w, eps, y, rstd);
   int64_t rows = x.size(0), width = x.size(1);
   if (x.dtype() == DType::kF32)
     forward(x.data<float>(), w.data<float>(), eps, y.data<float>(), rstd.data<float>(), rows,
@@ -124,9 +123,8 @@ void CpuBackend::rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, Te
     forward(x.data<bf16>(), w.data<bf16>(), eps, y.data<bf16>(), rstd.data<float>(), rows, width);
 }
 
-void CpuBackend::rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+void CpuKernels::rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
                                   const Tensor& rstd, Tensor& dx, Tensor& dw) {
-  check_rmsnorm_backward(kind(), dy, x, w, rstd, dx, dw);
   int64_t rows = x.size(0), width = x.size(1);
   if (x.dtype() == DType::kF32)
     backward(dy.data<float>(), x.data<float>(), w.data<float>(), rstd.data<float>(),

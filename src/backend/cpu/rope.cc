@@ -24,7 +24,7 @@
 #include <cmath>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 
 namespace headroom {
@@ -90,13 +90,11 @@ void rotate_tensor(Tensor& x, const Tensor& positions, int64_t head_dim, float t
 
 }  // namespace
 
-void CpuBackend::rope_forward(Tensor& x, const Tensor& positions, int64_t head_dim, float theta) {
-  check_rope("rope_forward", kind(), x, positions, head_dim, theta);
+void CpuKernels::rope_forward(Tensor& x, const Tensor& positions, int64_t head_dim, float theta) {
   rotate_tensor(x, positions, head_dim, theta, 1.0f);
 }
 
-void CpuBackend::rope_backward(Tensor& dx, const Tensor& positions, int64_t head_dim, float theta) {
-  check_rope("rope_backward", kind(), dx, positions, head_dim, theta);
+void CpuKernels::rope_backward(Tensor& dx, const Tensor& positions, int64_t head_dim, float theta) {
   rotate_tensor(dx, positions, head_dim, theta, -1.0f);
 }
 

@@ -2,13 +2,12 @@
 // rounded once to nearest even). IEEE throughout: alpha = 0 leaves NaN and
 // inf as NaN (the gradient clip must not hide a non-finite gradient).
 // Allocates: nothing.
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 
 namespace headroom {
 
-void CpuBackend::scale(Tensor& x, float alpha) {
-  check_scale(kind(), x);
+void CpuKernels::scale(Tensor& x, float alpha) {
   int64_t n = x.numel();
   if (x.dtype() == DType::kF32) {
     float* p = x.data<float>();

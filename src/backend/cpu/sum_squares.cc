@@ -12,7 +12,7 @@
 // Allocates: nothing (the partial sums live on the stack, size fixed).
 #include <array>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 
 namespace headroom {
@@ -65,8 +65,7 @@ double sum_squares_of(const T* x, int64_t n) {
 
 }  // namespace
 
-void CpuBackend::sum_squares(const Tensor& x, Tensor& out) {
-  check_sum_squares(kind(), x, out);
+void CpuKernels::sum_squares(const Tensor& x, Tensor& out) {
   int64_t n = x.numel();
   double sum = x.dtype() == DType::kF32 ? sum_squares_of(x.data<float>(), n)
                                         : sum_squares_of(x.data<bf16>(), n);

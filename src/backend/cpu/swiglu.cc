@@ -11,7 +11,7 @@
 // Allocates: nothing.
 #include <cmath>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 
 namespace headroom {
@@ -61,8 +61,7 @@ void backward(const T* d_out, const T* gate, const T* up, T* d_gate, T* d_up, in
 
 }  // namespace
 
-void CpuBackend::swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out) {
-  check_swiglu_forward(kind(), gate, up, out);
+void CpuKernels::swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out) {
   int64_t n = gate.numel();
   if (gate.dtype() == DType::kF32)
     forward(gate.data<float>(), up.data<float>(), out.data<float>(), n);
@@ -70,9 +69,8 @@ void CpuBackend::swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& ou
     forward(gate.data<bf16>(), up.data<bf16>(), out.data<bf16>(), n);
 }
 
-void CpuBackend::swiglu_backward(const Tensor& d_out, const Tensor& gate, const Tensor& up,
+void CpuKernels::swiglu_backward(const Tensor& d_out, const Tensor& gate, const Tensor& up,
                                  Tensor& d_gate, Tensor& d_up) {
-  check_swiglu_backward(kind(), d_out, gate, up, d_gate, d_up);
   int64_t n = gate.numel();
   if (gate.dtype() == DType::kF32)
     backward(d_out.data<float>(), gate.data<float>(), up.data<float>(), d_gate.data<float>(),

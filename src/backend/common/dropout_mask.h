@@ -1,6 +1,6 @@
 // dropout's keep decision, shared by every backend and by the tests.
 //
-// Counter-based (backend/rng.h): whether element i is kept depends on (seed,
+// Counter-based (backend/common/rng.h): whether element i is kept depends on (seed,
 // i) alone, never on the thread count, the split of the loop or the backend.
 // So backward draws forward's mask again from the seed, and no mask (one bit
 // or byte per element) has to be saved between them.
@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "backend/rng.h"
+#include "backend/common/rng.h"
 
 namespace headroom {
 

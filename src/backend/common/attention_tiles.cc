@@ -1,4 +1,4 @@
-#include "backend/cpu/attention_tiles.h"
+#include "backend/common/attention_tiles.h"
 
 #include <algorithm>
 

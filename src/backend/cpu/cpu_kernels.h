@@ -1,40 +1,44 @@
-// The meta backend: the plan's half of "plan = run" (DESIGN.md, promise 1).
-//
-// Every op runs the same check as cpu (backend/op_checks.h), then makes
-// exactly the allocations cpu makes, in the same order, from its own
-// allocator (over a virtual source), and computes nothing: tensor contents
-// are never touched and meta addresses are never dereferenced. Each op lives
-// in meta/<op>.cc beside its cpu twin's contract. With target kCuda, gemm
-// makes cuBLASLt's allocations instead of oneDNN's (backend/target_device.h).
+// The cpu kernel table: OpenMP loops for elementwise ops, oneDNN for gemm.
+// Each op is defined in its own file (cpu/<op>.cc) with its contract on top;
+// the front (backend.h) has checked and allocated before any of them runs.
 #pragma once
+
+#include <cstdint>
 
 #include "backend/backend.h"
 #include "backend/cpu/gemm_plan.h"
+#include "backend/kernels.h"
 
 namespace headroom {
 
-class MetaBackend final : public Backend {
+// Elementwise loops shorter than this run on one thread: forking the OpenMP
+// team costs microseconds, more than 32K elements take to touch. The result
+// never depends on the thread count, only the speed does.
+inline constexpr int64_t kMinParallelElements = int64_t{1} << 15;
+
+class CpuKernels final : public Kernels {
  public:
-  explicit MetaBackend(Allocator& allocator, TargetDevice target = TargetDevice::kHostCpu)
-      : Backend(allocator), target_(target) {}
-  TargetDevice target() const { return target_; }
-  BackendKind kind() const override { return BackendKind::kMeta; }
+  // Executes the plans of the backend's host-cpu gemm rule.
+  explicit CpuKernels(GemmPlans& gemm_plans) : gemm_plans_(&gemm_plans) {}
+  BackendKind kind() const override { return BackendKind::kCpu; }
+  bool supports(Op /*op*/) const override { return true; }
 
   void fill(Tensor& x, float value) override;
   void fill_uniform(Tensor& x, uint64_t seed, float lo, float hi) override;
   void copy(const Tensor& src, Tensor& dst) override;
-  Tensor cast(const Tensor& x, DType dtype, Category category, std::string_view tag) override;
+  void cast(const Tensor& x, Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void dropout(const Tensor& x, float p, uint64_t seed, Tensor& out) override;
   void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
-            float alpha, float beta) override;
+            float alpha, float beta, const GemmDims& dims, GemmScratch& scratch) override;
 
   void copy_from_host(const void* src, Tensor& dst) override;
   void copy_to_host(const Tensor& src, void* dst) override;
   void scale(Tensor& x, float alpha) override;
   void sum_squares(const Tensor& x, Tensor& out) override;
   void embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) override;
-  void embedding_backward(const Tensor& d_out, const Tensor& ids, Tensor& d_table) override;
+  void embedding_backward(const Tensor& d_out, const Tensor& ids, Tensor& d_table,
+                          Tensor& order) override;
   void rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, Tensor& y,
                        Tensor& rstd) override;
   void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& rstd,
@@ -48,11 +52,12 @@ class MetaBackend final : public Backend {
                        Tensor& d_up) override;
   void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                          const std::vector<int32_t>& cu_seqlens, const AttentionParams& params,
-                         Tensor& out, Tensor& lse) override;
+                         const AttentionDims& dims, Tensor& out, Tensor& lse) override;
   void attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k, const Tensor& v,
                           const Tensor& out, const Tensor& lse,
                           const std::vector<int32_t>& cu_seqlens, const AttentionParams& params,
-                          Tensor& dq, Tensor& dk, Tensor& dv) override;
+                          const AttentionDims& dims, AttentionBackwardScratch& scratch, Tensor& dq,
+                          Tensor& dk, Tensor& dv) override;
   void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& lse,
                              Tensor& loss_sum) override;
   void cross_entropy_backward(Tensor& logits, const Tensor& targets, const Tensor& lse,
@@ -61,12 +66,8 @@ class MetaBackend final : public Backend {
                     const AdamWParams& params) override;
 
  private:
-  TargetDevice target_;
-  // kCuda: cuBLASLt's workspace, from the first gemm on.
-  Tensor cublaslt_workspace_;
-  // The descriptors cpu would execute, asked of oneDNN on this machine, so
-  // gemm's route and scratchpad size are cpu's; primitives are never made.
-  GemmPlans gemm_plans_;
+  GemmPlans* gemm_plans_;
+  dnnl::stream stream_{gemm_plans_->engine()};
 };
 
 }  // namespace headroom

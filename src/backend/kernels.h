@@ -1,0 +1,87 @@
+// A device's kernel table: the compute half of an op, called by the front
+// (backend.h) after it has checked the operands and allocated every output
+// and scratch tensor the op makes. A kernel therefore never allocates and
+// never re-checks shapes; it may still check values only it can read (token
+// ids in range, targets in range) and throws InternalError naming them.
+//
+// The contract of each op is on Backend's method of the same name; the
+// extra arguments here are what the front prepared: checked dimensions and
+// scratch. meta has no table: it is the front alone. A table that lacks an
+// op (the cuda table grows op by op) says so in supports(); the front then
+// refuses the call before allocating anything, and the inherited default
+// below is never reached.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/attention_checks.h"
+#include "backend/gemm_workspace.h"
+#include "backend/op.h"
+#include "backend/op_checks.h"
+#include "tensor/tensor.h"
+
+namespace headroom {
+
+struct AttentionParams;
+struct AdamWParams;
+
+class Kernels {
+ public:
+  virtual ~Kernels() = default;
+  virtual BackendKind kind() const = 0;
+  virtual bool supports(Op op) const = 0;
+
+  virtual void fill(Tensor& x, float value) = 0;
+  virtual void fill_uniform(Tensor& x, uint64_t seed, float lo, float hi) = 0;
+  virtual void copy(const Tensor& src, Tensor& dst) = 0;
+  // `out` is the front's new tensor of x's shape in the target dtype.
+  virtual void cast(const Tensor& x, Tensor& out) = 0;
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  virtual void dropout(const Tensor& x, float p, uint64_t seed, Tensor& out) = 0;
+  // `scratch` is the target's GemmWorkspace answer for this call.
+  virtual void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
+                    Tensor& c, float alpha, float beta, const GemmDims& dims,
+                    GemmScratch& scratch) = 0;
+
+  virtual void copy_from_host(const void* src, Tensor& dst) = 0;
+  virtual void copy_to_host(const Tensor& src, void* dst) = 0;
+  virtual void scale(Tensor& x, float alpha) = 0;
+  virtual void sum_squares(const Tensor& x, Tensor& out) = 0;
+
+  virtual void embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
+  // `order` (T) int32: the front's scratch for the id sort.
+  virtual void embedding_backward(const Tensor& d_out, const Tensor& ids, Tensor& d_table,
+                                  Tensor& order) = 0;
+  virtual void rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, Tensor& y,
+                               Tensor& rstd) = 0;
+  virtual void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                const Tensor& rstd, Tensor& dx, Tensor& dw) = 0;
+  virtual void rope_forward(Tensor& x, const Tensor& positions, int64_t head_dim,
+                            float theta) = 0;
+  virtual void rope_backward(Tensor& dx, const Tensor& positions, int64_t head_dim,
+                             float theta) = 0;
+  virtual void bias_forward(Tensor& x, const Tensor& bias) = 0;
+  virtual void bias_backward(const Tensor& dy, Tensor& d_bias) = 0;
+  virtual void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  virtual void swiglu_backward(const Tensor& d_out, const Tensor& gate, const Tensor& up,
+                               Tensor& d_gate, Tensor& d_up) = 0;
+  virtual void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const std::vector<int32_t>& cu_seqlens,
+                                 const AttentionParams& params, const AttentionDims& dims,
+                                 Tensor& out, Tensor& lse) = 0;
+  virtual void attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k,
+                                  const Tensor& v, const Tensor& out, const Tensor& lse,
+                                  const std::vector<int32_t>& cu_seqlens,
+                                  const AttentionParams& params, const AttentionDims& dims,
+                                  AttentionBackwardScratch& scratch, Tensor& dq, Tensor& dk,
+                                  Tensor& dv) = 0;
+  virtual void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& lse,
+                                     Tensor& loss_sum) = 0;
+  virtual void cross_entropy_backward(Tensor& logits, const Tensor& targets, const Tensor& lse,
+                                      float scale) = 0;
+  virtual void adamw_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
+                            Tensor& v, const AdamWParams& params) = 0;
+};
+
+}  // namespace headroom
