@@ -79,13 +79,13 @@ void Backend::dropout(const Tensor& x, float p, uint64_t seed, Tensor& out) {
   if (kernels_) kernels_->dropout(x, p, seed, out);
 }
 
-void Backend::gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
-                   Tensor& c, float alpha, float beta) {
+void Backend::gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
+                   float alpha, float beta) {
   const GemmDims dims = check_gemm(kind_, a, transpose_a, b, transpose_b, c);
   require(Op::kGemm);
   GemmScratch scratch = gemm_workspace_->allocate(
-      *this, make_gemm_key(dims, transpose_a, transpose_b, a.dtype(), c.dtype(), alpha, beta), a,
-      b, c);
+      *this, make_gemm_key(dims, transpose_a, transpose_b, a.dtype(), c.dtype(), alpha, beta), a, b,
+      c);
   if (kernels_) kernels_->gemm(a, transpose_a, b, transpose_b, c, alpha, beta, dims, scratch);
 }
 
@@ -217,8 +217,8 @@ void Backend::cross_entropy_backward(Tensor& logits, const Tensor& targets, cons
   if (kernels_) kernels_->cross_entropy_backward(logits, targets, lse, scale);
 }
 
-void Backend::adamw_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
-                           Tensor& v, const AdamWParams& params) {
+void Backend::adamw_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
+                           const AdamWParams& params) {
   check_adamw_update(kind_, param, master, grad, m, v, params);
   require(Op::kAdamwUpdate);
   if (kernels_) kernels_->adamw_update(param, master, grad, m, v, params);

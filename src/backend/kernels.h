@@ -40,9 +40,8 @@ class Kernels {
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   virtual void dropout(const Tensor& x, float p, uint64_t seed, Tensor& out) = 0;
   // `scratch` is the target's GemmWorkspace answer for this call.
-  virtual void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
-                    Tensor& c, float alpha, float beta, const GemmDims& dims,
-                    GemmScratch& scratch) = 0;
+  virtual void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
+                    float alpha, float beta, const GemmDims& dims, GemmScratch& scratch) = 0;
 
   virtual void copy_from_host(const void* src, Tensor& dst) = 0;
   virtual void copy_to_host(const Tensor& src, void* dst) = 0;
@@ -57,8 +56,7 @@ class Kernels {
                                Tensor& rstd) = 0;
   virtual void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
                                 const Tensor& rstd, Tensor& dx, Tensor& dw) = 0;
-  virtual void rope_forward(Tensor& x, const Tensor& positions, int64_t head_dim,
-                            float theta) = 0;
+  virtual void rope_forward(Tensor& x, const Tensor& positions, int64_t head_dim, float theta) = 0;
   virtual void rope_backward(Tensor& dx, const Tensor& positions, int64_t head_dim,
                              float theta) = 0;
   virtual void bias_forward(Tensor& x, const Tensor& bias) = 0;
@@ -80,8 +78,8 @@ class Kernels {
                                      Tensor& loss_sum) = 0;
   virtual void cross_entropy_backward(Tensor& logits, const Tensor& targets, const Tensor& lse,
                                       float scale) = 0;
-  virtual void adamw_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
-                            Tensor& v, const AdamWParams& params) = 0;
+  virtual void adamw_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
+                            const AdamWParams& params) = 0;
 };
 
 }  // namespace headroom

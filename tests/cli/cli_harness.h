@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -29,16 +30,23 @@ inline std::string slurp(const std::filesystem::path& path) {
   return s.str();
 }
 
-// A fixture whose tests each get an empty folder, named after the test and
-// removed afterwards, in which they run `headroom`.
+// A fixture whose tests each get an empty folder, named after the test with
+// a unique suffix (mkdtemp: two checkouts running the suite at once never
+// share one) and removed afterwards, in which they run `headroom`.
 class ScratchFolder : public ::testing::Test {
  protected:
   void SetUp() override {
     const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = std::filesystem::temp_directory_path() /
-           (std::string("headroom_") + test->test_suite_name() + "_" + test->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    std::string pattern =
+        (std::filesystem::temp_directory_path() /
+         (std::string("headroom_") + test->test_suite_name() + "_" + test->name() + "_XXXXXX"))
+            .string();
+    // Parameterized names hold '/', which a folder name cannot.
+    for (size_t i = std::filesystem::temp_directory_path().string().size() + 1; i < pattern.size();
+         ++i)
+      if (pattern[i] == '/') pattern[i] = '_';
+    if (mkdtemp(pattern.data()) == nullptr) FAIL() << "mkdtemp " << pattern << " failed";
+    dir_ = pattern;
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 
+#include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 
@@ -16,19 +17,6 @@ namespace headroom {
 namespace {
 
 constexpr int64_t kColumnBlock = 64;  // d_bias columns per thread task
-
-inline float widen(float v) {
-  return v;
-}
-inline float widen(bf16 v) {
-  return to_float(v);
-}
-inline void store(float* p, float v) {
-  *p = v;
-}
-inline void store(bf16* p, float v) {
-  *p = to_bf16(v);
-}
 
 template <typename T>
 void add_rows(T* x, const T* bias, int64_t rows, int64_t width) {

@@ -24,6 +24,7 @@
 #include <limits>
 #include <string>
 
+#include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cross_entropy_checks.h"
 #include "backend/op_checks.h"
@@ -36,19 +37,6 @@ namespace {
 // Fixed, not per thread: enough to keep 256 threads busy, small enough for the
 // stack (2 KiB), so loss_sum needs no scratch from the allocator.
 constexpr int64_t kLossPartials = 256;
-
-inline float value_of(float x) {
-  return x;
-}
-inline float value_of(bf16 x) {
-  return to_float(x);
-}
-inline void store(float& slot, float value) {
-  slot = value;
-}
-inline void store(bf16& slot, float value) {
-  slot = to_bf16(value);
-}
 
 void check_target_values(std::string_view op, const Tensor& logits, const Tensor& targets) {
   const int32_t* target = targets.data<int32_t>();
@@ -67,12 +55,12 @@ template <typename T>
 double row_logsumexp(const T* x, int64_t vocab) {
   float max = -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < vocab; ++j)
-    max = std::max(max, value_of(x[j]));
+    max = std::max(max, widen(x[j]));
   // Every logit -inf: the sum is 0, exp(-inf - -inf) would be NaN.
   if (max == -std::numeric_limits<float>::infinity()) return max;
   double sum = 0;
   for (int64_t j = 0; j < vocab; ++j)
-    sum += static_cast<double>(std::exp(value_of(x[j]) - max));
+    sum += static_cast<double>(std::exp(widen(x[j]) - max));
   return static_cast<double>(max) + std::log(sum);
 }
 
@@ -88,7 +76,7 @@ double forward_rows(const T* logits, const int32_t* target, float* lse, int64_t 
       const T* x = logits + i * vocab;
       double row_lse = row_logsumexp(x, vocab);
       lse[i] = static_cast<float>(row_lse);
-      if (target[i] >= 0) partial += row_lse - static_cast<double>(value_of(x[target[i]]));
+      if (target[i] >= 0) partial += row_lse - static_cast<double>(widen(x[target[i]]));
     }
     partials[static_cast<size_t>(p)] = partial;
   }
@@ -107,15 +95,15 @@ void backward_rows(T* logits, const int32_t* target, const float* lse, int64_t r
     int32_t t = target[i];
     if (t < 0) {
       for (int64_t j = 0; j < vocab; ++j)
-        store(x[j], 0.0f);
+        store(&x[j], 0.0f);
       continue;
     }
     float row_lse = lse[i];
     // Read before the row is overwritten: the onehot term sits at x[t].
-    float target_logit = value_of(x[t]);
+    float target_logit = widen(x[t]);
     for (int64_t j = 0; j < vocab; ++j)
-      store(x[j], scale * std::exp(value_of(x[j]) - row_lse));
-    store(x[t], scale * (std::exp(target_logit - row_lse) - 1.0f));
+      store(&x[j], scale * std::exp(widen(x[j]) - row_lse));
+    store(&x[t], scale * (std::exp(target_logit - row_lse) - 1.0f));
   }
 }
 

@@ -10,25 +10,13 @@
 // of dy with the same (seed, p) is dx, bit for bit.
 // Allocates: nothing.
 #include "backend/common/dropout_mask.h"
+#include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 
 namespace headroom {
 
 namespace {
-
-inline float widen(float v) {
-  return v;
-}
-inline float widen(bf16 v) {
-  return to_float(v);
-}
-inline void store(float* p, float v) {
-  *p = v;
-}
-inline void store(bf16* p, float v) {
-  *p = to_bf16(v);
-}
 
 template <typename T>
 void apply(const T* x, float p, uint64_t seed, T* out, int64_t n) {

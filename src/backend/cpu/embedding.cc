@@ -23,6 +23,7 @@
 #include <numeric>
 #include <string>
 
+#include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 #include "backend/op_checks.h"
@@ -35,19 +36,6 @@ namespace {
 // Columns per thread task in backward: 64 fp32 accumulators stay in registers
 // or L1, and C = 4096 still splits into 64 tasks.
 constexpr int64_t kColumnBlock = 64;
-
-inline float widen(float v) {
-  return v;
-}
-inline float widen(bf16 v) {
-  return to_float(v);
-}
-inline void store(float* p, float v) {
-  *p = v;
-}
-inline void store(bf16* p, float v) {
-  *p = to_bf16(v);
-}
 
 void check_ids(std::string_view op, const Tensor& ids, int64_t vocab, const Tensor& table,
                std::string_view table_role) {

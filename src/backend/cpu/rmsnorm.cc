@@ -21,6 +21,7 @@
 #include <array>
 #include <cmath>
 
+#include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 
@@ -30,19 +31,6 @@ namespace {
 
 constexpr int64_t kLanes = 8;         // independent accumulators for a row's sum
 constexpr int64_t kColumnBlock = 64;  // dw columns per thread task
-
-inline float widen(float v) {
-  return v;
-}
-inline float widen(bf16 v) {
-  return to_float(v);
-}
-inline void store(float* p, float v) {
-  *p = v;
-}
-inline void store(bf16* p, float v) {
-  *p = to_bf16(v);
-}
 
 // sum_i a[i] * b[i] * c[i] in double (c may be null: then 1), over kLanes
 // interleaved accumulators combined in lane order. Products of up to three

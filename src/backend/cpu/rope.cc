@@ -24,25 +24,13 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 
 namespace headroom {
 
 namespace {
-
-inline float widen(float v) {
-  return v;
-}
-inline float widen(bf16 v) {
-  return to_float(v);
-}
-inline void store(float* p, float v) {
-  *p = v;
-}
-inline void store(bf16* p, float v) {
-  *p = to_bf16(v);
-}
 
 std::vector<float> inverse_frequencies(int64_t head_dim, float theta) {
   std::vector<float> inv_freq(static_cast<size_t>(head_dim / 2));

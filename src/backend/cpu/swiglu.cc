@@ -11,25 +11,13 @@
 // Allocates: nothing.
 #include <cmath>
 
+#include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 
 namespace headroom {
 
 namespace {
-
-inline float widen(float v) {
-  return v;
-}
-inline float widen(bf16 v) {
-  return to_float(v);
-}
-inline void store(float* p, float v) {
-  *p = v;
-}
-inline void store(bf16* p, float v) {
-  *p = to_bf16(v);
-}
 
 inline float sigmoid(float g) {
   return 1.0f / (1.0f + std::exp(-g));
