@@ -1,0 +1,259 @@
+// Harness cases of attention_forward and attention_backward: packed
+// documents (1-token ones, an empty one), T not a multiple of the block,
+// GQA and MQA, sliding windows, T = 0. The float64 reference materializes
+// each head's masked T x T probabilities from the mask's definition (same
+// document, causal, inside the window).
+#include <cmath>
+#include <limits>
+
+#include "op_cases.h"
+
+namespace headroom::backend_test {
+namespace {
+
+constexpr DType kF32 = DType::kF32;
+constexpr DType kBF16 = DType::kBF16;
+using Values = std::map<std::string, std::vector<double>>;
+
+struct AttentionShape {
+  DType dtype;
+  std::vector<int32_t> docs;  // document lengths, packed in order; T is their sum
+  int64_t heads, kv_heads, head_dim;
+  int64_t block = 64;
+  int64_t window = 0;
+  bool fd = false;
+
+  int64_t tokens() const {
+    int64_t t = 0;
+    for (int32_t length : docs)
+      t += length;
+    return t;
+  }
+  std::vector<int32_t> cu_seqlens() const {
+    std::vector<int32_t> cu = {0};
+    for (int32_t length : docs)
+      cu.push_back(cu.back() + length);
+    return cu;
+  }
+  AttentionParams params() const {
+    AttentionParams p;
+    p.heads = heads;
+    p.kv_heads = kv_heads;
+    p.head_dim = head_dim;
+    p.block_size = block;
+    p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+    p.window = window;
+    return p;
+  }
+  std::string name() const {
+    bool empty_doc = false;
+    for (int32_t length : docs)
+      empty_doc = empty_doc || length == 0;
+    std::string s = (fd ? "fd_" : "") + dtype_name(dtype) + "_T" + std::to_string(tokens()) + "_H" +
+                    std::to_string(heads) + "_KV" + std::to_string(kv_heads) + "_D" +
+                    std::to_string(head_dim) + "_docs" + std::to_string(docs.size());
+    if (empty_doc) s += "_with_empty";
+    if (block != 64) s += "_B" + std::to_string(block);
+    if (window != 0) s += "_window" + std::to_string(window);
+    return s;
+  }
+};
+
+std::vector<AttentionShape> attention_shapes() {
+  return {
+      {kF32, {1}, 1, 1, 8},           // one token
+      {kF32, {50, 1, 79}, 4, 2, 16},  // T = 130: 3 tiles, the last partial
+      {kBF16, {50, 1, 79}, 4, 2, 16},
+      {kF32, {20, 0, 45}, 2, 2, 8, 16},            // an empty document
+      {kF32, {30, 7}, 6, 1, 12, 32, 5},            // MQA, sliding window
+      {kBF16, {70}, 4, 1, 64},                     // head_dim 64, T not a multiple of 64
+      {kBF16, {1, 64, 63, 1}, 2, 1, 32, 128, 40},  // largest block, window
+      {kF32, {0}, 2, 2, 4, 16},                    // T = 0: one empty document
+  };
+}
+
+// The probabilities of head h: p[i * T + j], exactly 0 where masked.
+std::vector<double> probabilities(const AttentionShape& s, const std::vector<double>& q,
+                                  const std::vector<double>& k, int64_t h,
+                                  std::vector<double>* lse) {
+  const int64_t t_count = s.tokens(), d = s.head_dim, g = h / (s.heads / s.kv_heads);
+  const int64_t qw = s.heads * d, kw = s.kv_heads * d;
+  const double scale = s.params().scale;
+  std::vector<int64_t> doc(static_cast<size_t>(t_count));
+  std::vector<int32_t> cu = s.cu_seqlens();
+  for (size_t n = 0; n + 1 < cu.size(); ++n)
+    for (int32_t t = cu[n]; t < cu[n + 1]; ++t)
+      doc[static_cast<size_t>(t)] = static_cast<int64_t>(n);
+  auto visible = [&](int64_t i, int64_t j) {
+    return doc[static_cast<size_t>(i)] == doc[static_cast<size_t>(j)] && j <= i &&
+           (s.window == 0 || i - j < s.window);
+  };
+  std::vector<double> p(static_cast<size_t>(t_count * t_count), 0.0);
+  for (int64_t i = 0; i < t_count; ++i) {
+    double max = -std::numeric_limits<double>::infinity(), sum = 0;
+    for (int64_t j = 0; j <= i; ++j) {
+      if (!visible(i, j)) continue;
+      double dot = 0;
+      for (int64_t x = 0; x < d; ++x)
+        dot +=
+            q[static_cast<size_t>(i * qw + h * d + x)] * k[static_cast<size_t>(j * kw + g * d + x)];
+      p[static_cast<size_t>(i * t_count + j)] = dot * scale;
+      max = std::max(max, dot * scale);
+    }
+    for (int64_t j = 0; j <= i; ++j)
+      if (visible(i, j)) sum += std::exp(p[static_cast<size_t>(i * t_count + j)] - max);
+    for (int64_t j = 0; j < t_count; ++j) {
+      double& pij = p[static_cast<size_t>(i * t_count + j)];
+      pij = visible(i, j) ? std::exp(pij - max) / sum : 0.0;
+    }
+    if (lse) (*lse)[static_cast<size_t>(h * t_count + i)] = max + std::log(sum);
+  }
+  return p;
+}
+
+// out (T, H*D) and lse (H, T).
+Values forward_reference(const AttentionShape& s, const std::vector<double>& q,
+                         const std::vector<double>& k, const std::vector<double>& v) {
+  const int64_t t_count = s.tokens(), d = s.head_dim, qw = s.heads * d, kw = s.kv_heads * d;
+  std::vector<double> out(static_cast<size_t>(t_count * qw), 0.0);
+  std::vector<double> lse(static_cast<size_t>(s.heads * t_count), 0.0);
+  for (int64_t h = 0; h < s.heads; ++h) {
+    const int64_t g = h / (s.heads / s.kv_heads);
+    std::vector<double> p = probabilities(s, q, k, h, &lse);
+    for (int64_t i = 0; i < t_count; ++i)
+      for (int64_t j = 0; j <= i; ++j) {
+        double pij = p[static_cast<size_t>(i * t_count + j)];
+        if (pij == 0) continue;
+        for (int64_t x = 0; x < d; ++x)
+          out[static_cast<size_t>(i * qw + h * d + x)] +=
+              pij * v[static_cast<size_t>(j * kw + g * d + x)];
+      }
+  }
+  return {{"out", out}, {"lse", lse}};
+}
+
+// The gradients of sum(out * d_out); D_i from `out` as given (the kernel's
+// input), the probabilities recomputed exactly.
+Values backward_reference(const AttentionShape& s, const OpRun& run) {
+  const std::vector<double>&q = run.v("q"), &k = run.v("k"), &v = run.v("v"), &out = run.v("out"),
+        &d_out = run.v("d_out");
+  const int64_t t_count = s.tokens(), d = s.head_dim, qw = s.heads * d, kw = s.kv_heads * d;
+  const double scale = s.params().scale;
+  std::vector<double> dq(q.size(), 0.0), dk(k.size(), 0.0), dv(v.size(), 0.0);
+  for (int64_t h = 0; h < s.heads; ++h) {
+    const int64_t g = h / (s.heads / s.kv_heads);
+    std::vector<double> p = probabilities(s, q, k, h, nullptr);
+    for (int64_t i = 0; i < t_count; ++i) {
+      double delta = 0;
+      for (int64_t x = 0; x < d; ++x)
+        delta += d_out[static_cast<size_t>(i * qw + h * d + x)] *
+                 out[static_cast<size_t>(i * qw + h * d + x)];
+      for (int64_t j = 0; j <= i; ++j) {
+        const double pij = p[static_cast<size_t>(i * t_count + j)];
+        if (pij == 0) continue;
+        double dp = 0;
+        for (int64_t x = 0; x < d; ++x) {
+          const double dyx = d_out[static_cast<size_t>(i * qw + h * d + x)];
+          dp += dyx * v[static_cast<size_t>(j * kw + g * d + x)];
+          dv[static_cast<size_t>(j * kw + g * d + x)] += pij * dyx;
+        }
+        const double ds = pij * (dp - delta) * scale;
+        for (int64_t x = 0; x < d; ++x) {
+          dq[static_cast<size_t>(i * qw + h * d + x)] +=
+              ds * k[static_cast<size_t>(j * kw + g * d + x)];
+          dk[static_cast<size_t>(j * kw + g * d + x)] +=
+              ds * q[static_cast<size_t>(i * qw + h * d + x)];
+        }
+      }
+    }
+  }
+  return {{"dq", dq}, {"dk", dk}, {"dv", dv}};
+}
+
+void add_qkv(OpRun& r, const AttentionShape& s) {
+  const int64_t t = s.tokens();
+  r.add(random_operand("q", {t, s.heads * s.head_dim}, s.dtype, 1));
+  r.add(random_operand("k", {t, s.kv_heads * s.head_dim}, s.dtype, 2));
+  r.add(random_operand("v", {t, s.kv_heads * s.head_dim}, s.dtype, 3));
+}
+
+struct AttentionForwardCase {
+  static constexpr Op kOp = Op::kAttentionForward;
+  using Params = AttentionShape;
+  static std::vector<Params> params() { return attention_shapes(); }
+  static std::string name(const Params& p) { return p.name(); }
+  static OpRun build(const Params& s) {
+    OpRun r;
+    add_qkv(r, s);
+    r.add(written("out", {s.tokens(), s.heads * s.head_dim}, s.dtype));
+    r.add(written("lse", {s.heads, s.tokens()}, kF32));
+    r.call = [s](Backend& be, OpRun& run) {
+      be.attention_forward(run.t("q"), run.t("k"), run.t("v"), s.cu_seqlens(), s.params(),
+                           run.t("out"), run.t("lse"));
+    };
+    r.reference = [s](const OpRun& run) {
+      return forward_reference(s, run.v("q"), run.v("k"), run.v("v"));
+    };
+    return r;
+  }
+};
+
+struct AttentionBackwardCase {
+  static constexpr Op kOp = Op::kAttentionBackward;
+  using Params = AttentionShape;
+  static std::vector<Params> params() {
+    std::vector<Params> list = attention_shapes();
+    list.push_back({kF32, {5, 4}, 2, 1, 4, 4, 0, true});  // 3 tiles of 4, GQA
+    list.push_back({kF32, {7}, 2, 2, 4, 4, 3, true});     // window
+    return list;
+  }
+  static std::string name(const Params& p) { return p.name(); }
+  static OpRun build(const Params& s) {
+    const int64_t t = s.tokens(), qw = s.heads * s.head_dim, kw = s.kv_heads * s.head_dim;
+    OpRun r;
+    r.add(random_operand("d_out", {t, qw}, s.dtype, 4, 1.0, Category::kGrad));
+    add_qkv(r, s);
+    // out and lse as forward saved them (out in the dtype, lse fp32).
+    Values fwd = forward_reference(s, r.v("q"), r.v("k"), r.v("v"));
+    r.add(given("out", {t, qw}, s.dtype, fwd["out"]));
+    r.add(given("lse", {s.heads, t}, kF32, fwd["lse"]));
+    r.add(written("dq", {t, qw}, s.dtype, Category::kGrad));
+    r.add(written("dk", {t, kw}, s.dtype, Category::kGrad));
+    r.add(written("dv", {t, kw}, s.dtype, Category::kGrad));
+    r.call = [s](Backend& be, OpRun& run) {
+      be.attention_backward(run.t("d_out"), run.t("q"), run.t("k"), run.t("v"), run.t("out"),
+                            run.t("lse"), s.cu_seqlens(), s.params(), run.t("dq"), run.t("dk"),
+                            run.t("dv"));
+    };
+    r.reference = [s](const OpRun& run) { return backward_reference(s, run); };
+    if (s.fd) {
+      std::vector<double> d_out = r.v("d_out");
+      r.finite_difference = FiniteDifference{
+          {r.v("q"), r.v("k"), r.v("v")},
+          {"dq", "dk", "dv"},
+          [s, t, qw, kw, d_out](Backend& be, const std::vector<std::vector<double>>& vars) {
+            Tensor q = make_tensor(be, {t, qw}, kF32, Category::kActivation, "q", vars[0]);
+            Tensor k = make_tensor(be, {t, kw}, kF32, Category::kActivation, "k", vars[1]);
+            Tensor v = make_tensor(be, {t, kw}, kF32, Category::kActivation, "v", vars[2]);
+            Tensor out = be.empty({t, qw}, kF32, Category::kActivation, "out");
+            Tensor lse = be.empty({s.heads, t}, kF32, Category::kActivation, "lse");
+            be.attention_forward(q, k, v, s.cu_seqlens(), s.params(), out, lse);
+            std::vector<double> o = fetch(be, out);
+            double loss = 0;
+            for (size_t i = 0; i < o.size(); ++i)
+              loss += o[i] * d_out[i];
+            return loss;
+          }};
+    }
+    return r;
+  }
+};
+
+}  // namespace
+
+void add_attention_cases(std::vector<OpCase>& cases) {
+  add_case<AttentionForwardCase>(cases);
+  add_case<AttentionBackwardCase>(cases);
+}
+
+}  // namespace headroom::backend_test
