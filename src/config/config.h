@@ -123,6 +123,9 @@ struct LossSection {
 struct MemorySection {
   enum class Allocator : uint8_t { kCaching, kExact };
 
+  // A GPU preset (memory/device_preset.h, docs/devices.md): its usable memory
+  // less what lives outside the allocator is the capacity. "" = none.
+  std::string device;
   uint64_t device_capacity = 0;  // bytes; past it an allocation is an OOM. 0 = unlimited
   Allocator allocator = Allocator::kCaching;
 

@@ -5,6 +5,8 @@
 
 #include "config/schema.h"
 #include "config/text.h"
+#include "memory/device_preset.h"
+#include "util/bytes.h"
 
 namespace headroom {
 
@@ -95,6 +97,35 @@ std::vector<ConfigRule> build_rules() {
          if (c.zero.offload_optimizer && c.zero.stage < 1)
            return "true requires zero.stage >= 1, got zero.stage = " + std::to_string(c.zero.stage);
          return std::nullopt;
+       }},
+      {"memory.device", "run.backend", "memory.device names a GPU: run.backend != \"cpu\"",
+       [](const ExperimentConfig& c) -> Complaint {
+         // A cpu run only runs on its host, whose memory no preset describes.
+         if (!c.memory.device.empty() && c.run.backend == RunSection::Backend::kCpu)
+           return toml_quote(c.memory.device) +
+                  " is a GPU, but run.backend = \"cpu\" runs on the host; set run.backend = "
+                  "\"cuda\" (or \"meta\" to plan), or memory.device = \"\"";
+         return std::nullopt;
+       }},
+      {"memory.device_capacity", "memory.device",
+       "memory.device_capacity <= what memory.device leaves for the allocator at one rank "
+       "(0 = all of it)",
+       [](const ExperimentConfig& c) -> Complaint {
+         // device_capacity keeps its one meaning, the allocator's cap; the
+         // preset supplies it when 0 and bounds it otherwise. Checked at one
+         // rank: NCCL's lines depend on the world size, known only at run
+         // time, where device_budget() checks again.
+         if (c.memory.device.empty() || c.memory.device_capacity == 0) return std::nullopt;
+         const DevicePreset* preset = find_device_preset(c.memory.device);
+         if (!preset) return std::nullopt;  // the key's own check already refused it
+         const DeviceBudget budget = budget_for(*preset, {});
+         if (c.memory.device_capacity <= budget.allocator_capacity) return std::nullopt;
+         return format_bytes_exact(c.memory.device_capacity) + " exceeds the " +
+                format_bytes_exact(budget.allocator_capacity) +
+                " that memory.device = " + toml_quote(c.memory.device) +
+                " leaves for the allocator (usable " + format_bytes(budget.usable_bytes) +
+                " less " + format_bytes(budget.outside_bytes) +
+                " outside it, at one rank); set memory.device_capacity = 0 to use all of it";
        }},
       {"schedule.warmup_steps", "run.steps", "schedule.warmup_steps <= run.steps",
        [](const ExperimentConfig& c) -> Complaint {

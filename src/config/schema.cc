@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "config/text.h"
+#include "memory/device_preset.h"
 #include "util/bytes.h"
 
 namespace headroom {
@@ -376,6 +377,35 @@ ConfigKey lora_targets() {
                   set, get);
 }
 
+// memory.device: "" or a preset name, checked against the preset table so the
+// two cannot disagree; a typo gets the nearest preset suggested.
+ConfigKey device_preset() {
+  const std::vector<std::string_view> names = device_preset_names();
+  std::vector<std::string_view> spellings = {""};
+  spellings.insert(spellings.end(), names.begin(), names.end());
+  const std::string choices = quoted_choices(spellings);
+  auto set = [=](ExperimentConfig& c, const toml::node& node) -> Complaint {
+    const auto* value = node.as_string();
+    if (!value) return "expected " + choices + ", got " + toml_describe(node);
+    const std::string& text = value->get();
+    if (!text.empty() && !find_device_preset(text)) {
+      std::string complaint = "expected " + choices + ", got " + quote_excerpt(text);
+      if (auto near = nearest_word(text, names))
+        complaint += " (did you mean " + toml_quote(*near) + "?)";
+      return complaint;
+    }
+    c.memory.device = text;
+    return std::nullopt;
+  };
+  auto get = [](const ExperimentConfig& c) { return toml_quote(c.memory.device); };
+  return make_key("memory.device", choices,
+                  "The GPU the run is planned for (docs/devices.md): the capacity is the memory "
+                  "a process can use on it less the CUDA context, the cuBLASLt handle and "
+                  "NCCL's buffers, and the GEMM workspace follows its architecture. \"\" = "
+                  "none: memory.device_capacity alone bounds the allocator.",
+                  set, get);
+}
+
 ConfigKey adam_betas() {
   const std::string expected = "expected an array of two floats in [0, 1), got ";
   auto set = [=](ExperimentConfig& c, const toml::node& node) -> Complaint {
@@ -511,9 +541,12 @@ std::vector<ConfigKey> build_schema() {
       choice(HR_FIELD(loss.logits_dtype), "Type of the logits and softmax (\"fp32\" upcasts)."),
 
       // [memory]
+      device_preset(),
       byte_size(HR_FIELD(memory.device_capacity),
                 "Allocations past this many bytes raise an out-of-memory postmortem, as on a "
-                "device of that size; 0 = unlimited (the device's own size on cuda)."),
+                "device of that size; 0 = unlimited (the device's own size on cuda). With "
+                "memory.device: a tighter cap than the preset leaves, e.g. for memory another "
+                "process holds."),
       choice(HR_FIELD(memory.allocator),
              "\"caching\": PyTorch's rounding, pools and segments, so reserved > allocated as in "
              "PyTorch. \"exact\": every block exactly its size."),

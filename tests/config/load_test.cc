@@ -64,6 +64,7 @@ TEST(ConfigDefaults, DescribeASmallCpuQuickstart) {
   EXPECT_EQ(c.loss.chunk_size, 0);
   EXPECT_EQ(c.loss.mode, LossSection::Mode::kRecompute);
   EXPECT_EQ(c.loss.logits_dtype, Precision::kFp32);
+  EXPECT_EQ(c.memory.device, "");
   EXPECT_EQ(c.memory.device_capacity, 0u);
   EXPECT_EQ(c.memory.allocator, MemorySection::Allocator::kCaching);
   EXPECT_EQ(c.zero.stage, 0);
@@ -533,6 +534,77 @@ TEST(ConfigRules, AllBrokenRulesAreListed) {
             "x.toml:4:8: batch.micro_batch_size: must be >= 1 when batch.mode = \"padded\", got 0\n"
             "x.toml:2:21: zero.offload_optimizer: true requires zero.stage >= 1, got zero.stage "
             "= 0");
+}
+
+// --- memory.device -------------------------------------------------------------------
+
+TEST(ConfigDevice, EveryPresetNameLoads) {
+  for (const char* name : {"h100-80gb", "h100-94gb", "h200-141gb", "a100-40gb", "a100-80gb",
+                           "a800-80gb", "rtx3090-24gb", "rtx4090-24gb", "l40s-48gb"}) {
+    const ExperimentConfig c =
+        load("[run]\nbackend = \"cuda\"\n[memory]\ndevice = \"" + std::string(name) + "\"\n");
+    EXPECT_EQ(c.memory.device, name);
+    EXPECT_EQ(c.memory.device_capacity, 0u);  // the preset supplies the capacity
+  }
+  EXPECT_EQ(load("[memory]\ndevice = \"\"\n").memory.device, "");
+  EXPECT_EQ(load("[run]\nbackend = \"meta\"\n[memory]\ndevice = \"a800-80gb\"\n").memory.device,
+            "a800-80gb");
+}
+
+TEST(ConfigDevice, UnknownNameListsThePresetsAtItsPosition) {
+  const std::string presets =
+      "expected \"\", \"h100-80gb\", \"h100-94gb\", \"h200-141gb\", \"a100-40gb\", \"a100-80gb\", "
+      "\"a800-80gb\", \"rtx3090-24gb\", \"rtx4090-24gb\" or \"l40s-48gb\", got ";
+  EXPECT_EQ(
+      error_of("[run]\nbackend = \"cuda\"\n\n[memory]\ndevice = \"h100-80g\"\n"),
+      "x.toml:5:10: memory.device: " + presets + "\"h100-80g\" (did you mean \"h100-80gb\"?)");
+  EXPECT_EQ(error_of("[memory]\ndevice = \"tpu-v5\"\n"),
+            "x.toml:2:10: memory.device: " + presets + "\"tpu-v5\"");
+  // Names are exact: the spelling of the table, not nvidia-smi's.
+  EXPECT_EQ(error_of("[memory]\ndevice = \"H100-80GB\"\n"),
+            "x.toml:2:10: memory.device: " + presets + "\"H100-80GB\"");
+  EXPECT_EQ(
+      error_of("[memory]\ndevice = 80\n"),
+      "x.toml:2:10: memory.device: " + presets.substr(0, presets.size() - 6) + ", got integer 80");
+  EXPECT_EQ(error_of("", {"memory.device=a900"}),
+            "--set memory.device=a900: memory.device: " + presets + "\"a900\"");
+}
+
+TEST(ConfigDevice, NamesAGpuSoNotForACpuRun) {
+  EXPECT_EQ(error_of("[memory]\ndevice = \"h100-80gb\"\n"),
+            "x.toml:2:10: memory.device: \"h100-80gb\" is a GPU, but run.backend = \"cpu\" runs "
+            "on the host; set run.backend = \"cuda\" (or \"meta\" to plan), or memory.device = "
+            "\"\"");
+  // The override that makes the contradiction is the one named.
+  EXPECT_EQ(error_of("[run]\nbackend = \"cuda\"\n[memory]\ndevice = \"h100-80gb\"\n",
+                     {"run.backend=cpu"}),
+            "--set run.backend=cpu: memory.device: \"h100-80gb\" is a GPU, but run.backend = "
+            "\"cpu\" runs on the host; set run.backend = \"cuda\" (or \"meta\" to plan), or "
+            "memory.device = \"\"");
+}
+
+TEST(ConfigDevice, DeviceCapacityIsACapBelowWhatThePresetLeaves) {
+  // Both set: device_capacity still bounds the allocator, the preset bounds it.
+  const ExperimentConfig c = load(
+      "[run]\nbackend = \"cuda\"\n[memory]\ndevice = \"h100-80gb\"\ndevice_capacity = "
+      "\"40GiB\"\n");
+  EXPECT_EQ(c.memory.device, "h100-80gb");
+  EXPECT_EQ(c.memory.device_capacity, 40 * kGiB);
+  // 80 GiB is the spec sheet's figure, not what an H100 can give the allocator.
+  EXPECT_EQ(
+      error_of("[run]\nbackend = \"cuda\"\n[memory]\ndevice = \"h100-80gb\"\ndevice_capacity = "
+               "\"80GiB\"\n"),
+      "x.toml:5:19: memory.device_capacity: 80.0 GiB (85899345920 B) exceeds the 78.7 GiB "
+      "(84491401954 B) that memory.device = \"h100-80gb\" leaves for the allocator (usable 79.1 "
+      "GiB less 416.0 MiB outside it, at one rank); set memory.device_capacity = 0 to use all "
+      "of it");
+  // Pointing at whichever key came last.
+  EXPECT_EQ(error_of("[run]\nbackend = \"cuda\"\n[memory]\ndevice_capacity = \"24GiB\"\n",
+                     {"memory.device=rtx4090-24gb"})
+                .substr(0, 72),
+            "--set memory.device=rtx4090-24gb: memory.device_capacity: 24.0 GiB (2576");
+  // device_capacity alone keeps meaning what it always did.
+  EXPECT_EQ(load("[memory]\ndevice_capacity = \"80GiB\"\n").memory.device_capacity, 80 * kGiB);
 }
 
 // --- --set overrides ------------------------------------------------------------
