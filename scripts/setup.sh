@@ -17,6 +17,7 @@ packages=(
   libicu-dev
   curl ca-certificates
   python3-h5py python3-numpy
+  python3-torch libopenblas0-pthread  # tests/pytorch; without openblas torch gets the reference BLAS (sgemm ~3 GFLOP/s)
   clang-format
 )
 
