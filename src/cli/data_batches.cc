@@ -8,13 +8,13 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "batch_options.h"
 #include "config/config.h"
 #include "data/batcher.h"
 #include "data/token_dataset.h"
 #include "data_tools.h"
 #include "embedded_quickstart.h"
 #include "model/model_config.h"
+#include "train/config_options.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "data/length_spec.h"
+#include "data/markov.h"
 #include "data/token_dataset.h"
 #include "data_tools.h"
 #include "util/error.h"
@@ -97,7 +99,7 @@ int data_synth(const std::vector<std::string>& args) {
     return 0;
 
   if (out.empty()) throw UsageError("missing OUT.h5 (see headroom data synth --help)");
-  const LengthSpec lengths = parse_length_spec(lengths_text);
+  const LengthSpec lengths = parse_length_spec(lengths_text, "--lengths");
   check_synth_flags(spec, documents);
   prepare_output(out, overwrite);
 

@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "data/markov.h"
-
 namespace headroom {
 
 int data_synth(const std::vector<std::string>& args);
@@ -17,12 +15,6 @@ int data_inspect(const std::vector<std::string>& args);
 int data_batches(const std::vector<std::string>& args);
 int data_convert(const std::vector<std::string>& args);
 int data_tokenize(const std::vector<std::string>& args);
-
-// Parses `text` (the value of --lengths) as one of
-//   fixed:L   uniform:A-B   lognormal:MEDIAN,SIGMA,MIN-MAX   histogram:A-B:W,C-D:W,...
-// and validates it (no length may exceed 2^24 tokens); a UsageError names
-// --lengths and the text otherwise.
-LengthSpec parse_length_spec(const std::string& text);
 
 // Parses `args` of `headroom data <tool>` into `vm`. Returns false after
 // printing `usage` and the visible options for --help. A Boost error becomes

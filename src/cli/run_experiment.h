@@ -1,28 +1,26 @@
-// `train` and `plan` are one code path: the same config, schedule and
-// allocation sequence; plan only swaps the backend for meta (promise 1).
+// `train` and `plan` on the command line: the config loaded, the run
+// (train/run.h) built for each rank and executed, its progress printed, its
+// outcome made an exit code.
 #pragma once
 
 #include <string>
 
 #include "run_options.h"
+#include "train/run_mode.h"
 
 namespace headroom {
 
-enum class RunMode { kTrain, kPlan };
-
-// Loads the config, prepares results/<run.name>/, runs every step, writes the
-// trace and prints the summary. Returns the exit code: 0, or 3 after an
-// OutOfMemory whose postmortem was printed and written to the trace. Throws
-// UsageError for bad config/options before anything is written.
+// Loads the config (the embedded quickstart when no file is named), runs it
+// (one rank, the ranks of an MPI job, or `plan --world-size N` rank after
+// rank) and prints its progress and summary. Returns the exit code: 0, or 3
+// after an OutOfMemory whose postmortem was printed and written to the
+// trace. Throws UsageError for bad config/options before anything is
+// written, NumericalError (exit 4) after a non-finite stop.
 int run_experiment(const RunOptions& options, RunMode mode);
 
-// `export --merge`: builds the experiment's model on the cpu (its base from
-// model.weights, or model.seed as training did), loads the LoRA adapters
-// from `adapter` (a checkpoint or PEFT folder), folds them into the base
-// (W += alpha/r B A) and writes a Hugging Face folder `out`
-// (model.safetensors in model.dtype, config.json). Nothing is written when a
-// check fails; `out` must not hold a model.safetensors already unless
-// `overwrite`.
+// `export --merge`: the experiment's LoRA adapters from `adapter` folded
+// into its base and written to the Hugging Face folder `out`
+// (train/merge_adapters.h), with a line saying what was written.
 int export_merged(const RunOptions& options, const std::string& adapter, const std::string& out);
 
 }  // namespace headroom

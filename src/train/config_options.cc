@@ -1,0 +1,345 @@
+#include "train/config_options.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "data/length_spec.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace headroom {
+
+namespace {
+
+// Values this build parses and validates but cannot run yet.
+void refuse_unbuilt_features(const ExperimentConfig& c) {
+  auto refuse = [](const std::string& what, const std::string& when) {
+    throw UsageError(what + ": not supported yet (" + when + ")");
+  };
+  if (c.attention.backend == AttentionSection::Backend::kDenseAdditive)
+    refuse("attention.backend = \"dense_additive\"", "use \"block_sparse\"");
+  if (c.attention.mask == AttentionSection::Mask::kDocument ||
+      c.attention.mask == AttentionSection::Mask::kDflashBlock)
+    refuse("attention.mask = \"" + std::string(name_of(c.attention.mask)) + "\"",
+           "use \"causal\" (causal within each packed document) or \"sliding_window\"");
+  if (c.checkpoint.format == CheckpointSection::Format::kSharded)
+    refuse("checkpoint.format = \"sharded\"", "use \"consolidated\"");
+  if (c.optimizer.master_dtype != Precision::kFp32)
+    refuse("optimizer.master_dtype = \"" + std::string(name_of(c.optimizer.master_dtype)) + "\"",
+           "the master weights and AdamW's moments are fp32 in this build; use \"fp32\"");
+}
+
+BackendKind backend_of(const ExperimentConfig& config, RunMode mode) {
+  if (mode == RunMode::kPlan) return BackendKind::kMeta;
+  switch (config.run.backend) {
+    case RunSection::Backend::kCpu:
+      return BackendKind::kCpu;
+    case RunSection::Backend::kMeta:
+      return BackendKind::kMeta;
+    case RunSection::Backend::kCuda:
+      break;
+  }
+  throw UsageError(
+      "run.backend = \"cuda\": `train` cannot run on a GPU in this build (the cuda kernels "
+      "of the model's ops are not written yet); use run.backend = \"cpu\", or `headroom plan` "
+      "to plan a cuda run's memory");
+}
+
+DType dtype_of(Precision precision) {
+  return precision == Precision::kBf16 ? DType::kBF16 : DType::kF32;
+}
+
+TransformerOptions transformer_options_of(const ExperimentConfig& config) {
+  TransformerOptions o;
+  o.dtype = dtype_of(config.model.dtype);
+  o.attention_block_size = config.attention.block_size;
+  o.attention_window =
+      config.attention.mask == AttentionSection::Mask::kSlidingWindow ? config.attention.window : 0;
+  o.checkpoint_interval = config.checkpoint.activations;
+  o.loss.chunk_size = config.loss.chunk_size;
+  o.loss.save_softmax = config.loss.mode == LossSection::Mode::kSave;
+  o.loss.logits_dtype = dtype_of(config.loss.logits_dtype);
+  o.lora = lora_options_of(config);
+  o.step_seed = static_cast<uint64_t>(config.run.seed);
+  return o;
+}
+
+TrainerOptions trainer_options_of(const ExperimentConfig& config) {
+  TrainerOptions o;
+  o.schedule.lr = config.optimizer.lr;
+  o.schedule.min_lr = config.schedule.min_lr;
+  o.schedule.warmup_steps = config.schedule.warmup_steps;
+  o.schedule.total_steps = config.run.steps;
+  switch (config.schedule.decay) {
+    case ScheduleSection::Decay::kCosine:
+      o.schedule.decay = Decay::kCosine;
+      break;
+    case ScheduleSection::Decay::kLinear:
+      o.schedule.decay = Decay::kLinear;
+      break;
+    case ScheduleSection::Decay::kConstant:
+      o.schedule.decay = Decay::kConstant;
+      break;
+  }
+  o.grad_clip = static_cast<float>(config.optimizer.grad_clip);
+  return o;
+}
+
+AdamWConfig adamw_config_of(const ExperimentConfig& config) {
+  AdamWConfig o;
+  o.beta1 = static_cast<float>(config.optimizer.betas[0]);
+  o.beta2 = static_cast<float>(config.optimizer.betas[1]);
+  o.eps = static_cast<float>(config.optimizer.eps);
+  o.weight_decay = static_cast<float>(config.optimizer.weight_decay);
+  return o;
+}
+
+AllocatorOptions allocator_options_of(const ExperimentConfig& config) {
+  AllocatorOptions o;
+  o.capacity = config.memory.device_capacity;
+  o.policy = config.memory.allocator == MemorySection::Allocator::kExact
+                 ? AllocatorPolicy::kExact
+                 : AllocatorPolicy::kCaching;
+  return o;
+}
+
+// The synthetic corpus of data.synthesize_if_missing: an order-1 source
+// over the model's vocabulary (docs/data-format.md).
+MarkovSpec synthetic_source_of(const ExperimentConfig& config, const ModelConfig& model) {
+  MarkovSpec spec;
+  spec.vocab_size = model.vocab_size;
+  spec.order = 1;
+  spec.branching = 8;
+  spec.seed = static_cast<uint64_t>(config.data.seed);
+  return spec;
+}
+
+}  // namespace
+
+ModelConfig model_config_of(const ExperimentConfig& config) {
+  return config.model.hf_config.empty() ? model_preset(config.model.preset)
+                                        : load_hf_config(config.model.hf_config);
+}
+
+LoraOptions lora_options_of(const ExperimentConfig& config) {
+  LoraOptions lora;
+  lora.enabled = config.lora.enabled;
+  lora.rank = config.lora.rank;
+  lora.alpha = static_cast<float>(config.lora.alpha);
+  lora.dropout = static_cast<float>(config.lora.dropout);
+  lora.targets.clear();
+  for (const std::string& name : config.lora.targets)
+    for (int t = 0; t < kNumLoraTargets; ++t)
+      if (name == lora_target_name(static_cast<LoraTarget>(t)))
+        lora.targets.push_back(static_cast<LoraTarget>(t));
+  lora.seed = static_cast<uint64_t>(config.lora.seed);
+  lora.gaussian_init = config.lora.init == LoraSection::Init::kGaussian;
+  return lora;
+}
+
+BatchOptions batch_options_of(const ExperimentConfig& config, int world_size, int rank,
+                              int32_t pad_id) {
+  BatchOptions o;
+  o.mode = config.batch.mode == BatchSection::Mode::kPadded ? BatchOptions::Mode::kPadded
+                                                            : BatchOptions::Mode::kPacked;
+  switch (config.batch.packing) {
+    case BatchSection::Packing::kFirstFit:
+      o.packing = BatchOptions::Packing::kFirstFit;
+      break;
+    case BatchSection::Packing::kFirstFitDecreasing:
+      o.packing = BatchOptions::Packing::kFirstFitDecreasing;
+      break;
+    case BatchSection::Packing::kNextFit:
+      o.packing = BatchOptions::Packing::kNextFit;
+      break;
+  }
+  o.packing_window = config.batch.packing_window;
+  o.max_tokens_per_micro_batch = config.batch.max_tokens_per_micro_batch;
+  o.micro_batch_size = config.batch.micro_batch_size;
+  o.seq_len = config.batch.seq_len;
+  o.pad_id = pad_id;
+  o.grad_accum = config.batch.grad_accum;
+  o.max_sample_tokens = config.data.max_sample_tokens;
+  o.shuffle = config.data.shuffle;
+  o.seed = static_cast<uint64_t>(config.data.seed);
+  o.world_size = world_size;
+  o.rank = rank;
+  return o;
+}
+
+BatchOptions batch_options_of(const ExperimentConfig& config, const TokenDataset& dataset,
+                              int world_size, int rank) {
+  return batch_options_of(config, world_size, rank, pad_id_of(dataset));
+}
+
+int32_t pad_id_of(const TokenDataset& dataset) {
+  return static_cast<int32_t>(std::max<int64_t>(dataset.attributes().eos_id, 0));
+}
+
+std::string base_model_name(const ExperimentConfig& config) {
+  if (!config.model.weights.empty()) return fs::absolute(config.model.weights).string();
+  return config.model.hf_config.empty() ? config.model.preset : config.model.hf_config;
+}
+
+RunSettings run_settings_of(const ExperimentConfig& config, RunMode mode, int world_size,
+                            int rank) {
+  refuse_unbuilt_features(config);
+  RunSettings s;
+  s.mode = mode;
+  s.name = config.run.name;
+  s.run_dir = fs::path(config.run.out_dir) / config.run.name;
+  s.steps = config.run.steps;
+  s.backend = backend_of(config, mode);
+  s.target = config.run.backend == RunSection::Backend::kCuda ? TargetDevice::kCuda
+                                                              : TargetDevice::kHostCpu;
+
+  s.model = model_config_of(config);
+  s.weights = config.model.weights;
+  s.init_seed = static_cast<uint64_t>(config.model.seed);
+  s.transformer = transformer_options_of(config);
+
+  s.data_path = config.data.path;
+  s.batch = batch_options_of(config, world_size, rank, 0);
+  s.synthesize_if_missing = config.data.synthesize_if_missing;
+  s.synthetic_source = synthetic_source_of(config, s.model);
+  s.synthetic_lengths =
+      parse_length_spec(config.data.synthetic_lengths, "data.synthetic_lengths =");
+  s.synthetic_documents = config.data.synthetic_documents;
+
+  s.allocator = allocator_options_of(config);
+  s.zero.stage = config.zero.stage;
+  s.zero.prefetch = config.zero.prefetch;
+  s.offload_optimizer = config.zero.offload_optimizer;
+
+  s.checkpoint_dir =
+      config.checkpoint.dir.empty() ? s.run_dir / "checkpoints" : fs::path(config.checkpoint.dir);
+  s.save_every = config.checkpoint.save_every;
+  s.save_initial = config.checkpoint.save_initial;
+  // A plan makes the allocations of a fresh run: it reads no checkpoint.
+  if (mode == RunMode::kTrain) s.resume_from = config.checkpoint.resume_from;
+
+  s.trainer = trainer_options_of(config);
+  s.adamw = adamw_config_of(config);
+  s.max_nonfinite_steps = config.optimizer.max_nonfinite_steps;
+
+  s.memory_events = config.trace.memory_events;
+  s.flush_every = config.trace.flush_every;
+  return s;
+}
+
+std::string to_text(const RunSettings& s) {
+  std::ostringstream out;
+  out.precision(17);
+  auto line = [&out](const char* name, const auto& value) {
+    out << name << " = " << value << "\n";
+  };
+  line("mode", s.mode == RunMode::kPlan ? "plan" : "train");
+  line("name", s.name);
+  line("run_dir", s.run_dir.string());
+  line("steps", s.steps);
+  line("backend", name_of(s.backend));
+  line("target", name_of(s.target));
+
+  const ModelConfig& m = s.model;
+  line("model.name", m.name);
+  line("model.architecture", m.architecture);
+  line("model.vocab_size", m.vocab_size);
+  line("model.hidden_size", m.hidden_size);
+  line("model.intermediate_size", m.intermediate_size);
+  line("model.num_layers", m.num_layers);
+  line("model.num_heads", m.num_heads);
+  line("model.num_kv_heads", m.num_kv_heads);
+  line("model.head_dim", m.head_dim);
+  line("model.rope_theta", m.rope_theta);
+  line("model.rms_norm_eps", m.rms_norm_eps);
+  line("model.qk_norm", m.qk_norm);
+  line("model.attention_bias", m.attention_bias);
+  line("model.tie_word_embeddings", m.tie_word_embeddings);
+  line("model.max_position_embeddings", m.max_position_embeddings);
+  line("weights", s.weights);
+  line("init_seed", s.init_seed);
+
+  const TransformerOptions& t = s.transformer;
+  line("transformer.dtype", name_of(t.dtype));
+  line("transformer.attention_block_size", t.attention_block_size);
+  line("transformer.attention_window", t.attention_window);
+  line("transformer.checkpoint_interval", t.checkpoint_interval);
+  line("transformer.loss.chunk_size", t.loss.chunk_size);
+  line("transformer.loss.save_softmax", t.loss.save_softmax);
+  line("transformer.loss.logits_dtype", name_of(t.loss.logits_dtype));
+  line("transformer.lora.enabled", t.lora.enabled);
+  line("transformer.lora.rank", t.lora.rank);
+  line("transformer.lora.alpha", t.lora.alpha);
+  line("transformer.lora.dropout", t.lora.dropout);
+  std::string targets;
+  for (LoraTarget target : t.lora.targets)
+    targets += std::string(targets.empty() ? "" : ",") + lora_target_name(target);
+  line("transformer.lora.targets", targets);
+  line("transformer.lora.seed", t.lora.seed);
+  line("transformer.lora.gaussian_init", t.lora.gaussian_init);
+  line("transformer.step_seed", t.step_seed);
+
+  line("data_path", s.data_path);
+  const BatchOptions& b = s.batch;
+  line("batch.mode", static_cast<int>(b.mode));
+  line("batch.packing", static_cast<int>(b.packing));
+  line("batch.packing_window", b.packing_window);
+  line("batch.max_tokens_per_micro_batch", b.max_tokens_per_micro_batch);
+  line("batch.micro_batch_size", b.micro_batch_size);
+  line("batch.seq_len", b.seq_len);
+  line("batch.pad_id", b.pad_id);
+  line("batch.grad_accum", b.grad_accum);
+  line("batch.max_sample_tokens", b.max_sample_tokens);
+  line("batch.shuffle", b.shuffle);
+  line("batch.seed", b.seed);
+  line("batch.world_size", b.world_size);
+  line("batch.rank", b.rank);
+  line("synthesize_if_missing", s.synthesize_if_missing);
+  const MarkovSpec& source = s.synthetic_source;
+  line("synthetic_source.vocab_size", source.vocab_size);
+  line("synthetic_source.order", source.order);
+  line("synthetic_source.branching", source.branching);
+  line("synthetic_source.concentration", source.concentration);
+  line("synthetic_source.seed", source.seed);
+  const LengthSpec& lengths = s.synthetic_lengths;
+  line("synthetic_lengths.kind", static_cast<int>(lengths.kind));
+  line("synthetic_lengths.min_length", lengths.min_length);
+  line("synthetic_lengths.max_length", lengths.max_length);
+  line("synthetic_lengths.median", lengths.median);
+  line("synthetic_lengths.sigma", lengths.sigma);
+  for (const LengthSpec::Bucket& bucket : lengths.buckets)
+    out << "synthetic_lengths.bucket = " << bucket.min_length << "-" << bucket.max_length << ":"
+        << bucket.weight << "\n";
+  line("synthetic_documents", s.synthetic_documents);
+
+  line("allocator.policy", static_cast<int>(s.allocator.policy));
+  line("allocator.capacity", s.allocator.capacity);
+  line("zero.stage", s.zero.stage);
+  line("zero.prefetch", s.zero.prefetch);
+  line("offload_optimizer", s.offload_optimizer);
+
+  line("checkpoint_dir", s.checkpoint_dir.string());
+  line("save_every", s.save_every);
+  line("save_initial", s.save_initial);
+  line("resume_from", s.resume_from);
+
+  const LrSchedule& schedule = s.trainer.schedule;
+  line("trainer.schedule.lr", schedule.lr);
+  line("trainer.schedule.min_lr", schedule.min_lr);
+  line("trainer.schedule.warmup_steps", schedule.warmup_steps);
+  line("trainer.schedule.total_steps", schedule.total_steps);
+  line("trainer.schedule.decay", static_cast<int>(schedule.decay));
+  line("trainer.grad_clip", s.trainer.grad_clip);
+  line("adamw.beta1", s.adamw.beta1);
+  line("adamw.beta2", s.adamw.beta2);
+  line("adamw.eps", s.adamw.eps);
+  line("adamw.weight_decay", s.adamw.weight_decay);
+  line("max_nonfinite_steps", s.max_nonfinite_steps);
+
+  line("memory_events", s.memory_events);
+  line("flush_every", s.flush_every);
+  return out.str();
+}
+
+}  // namespace headroom

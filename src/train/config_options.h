@@ -1,0 +1,119 @@
+// The config-to-options mapping, in one place: what each key of the
+// experiment config (config/schema.cc) becomes in the layers that use it.
+//
+// Every key of the schema reaches a field of RunSettings, or is refused here
+// with the key named when its value is one this build cannot run: a run that
+// silently ignored a key would plan the wrong memory.
+// tests/train/config_options_test.cc holds that true key by key, so a key
+// added to the schema without a mapping fails the suite.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "backend/target_device.h"
+#include "config/config.h"
+#include "data/batcher.h"
+#include "data/markov.h"
+#include "data/token_dataset.h"
+#include "memory/allocator.h"
+#include "model/model_config.h"
+#include "model/transformer.h"
+#include "parallel/zero.h"
+#include "tensor/tensor.h"
+#include "train/optimizer.h"
+#include "train/run_mode.h"
+#include "train/trainer.h"
+
+namespace headroom {
+
+// Everything a run takes from its config, as the layers below want it. Each
+// field names the keys it comes from.
+struct RunSettings {
+  RunMode mode = RunMode::kTrain;
+
+  // [run]
+  std::string name;               // run.name (recorded in the trace)
+  std::filesystem::path run_dir;  // run.out_dir / run.name
+  int64_t steps = 0;              // run.steps
+  // run.backend; always meta in a plan (promise 1: the same code path).
+  BackendKind backend = BackendKind::kCpu;
+  // run.backend: the device whose allocations meta makes (a cuda run's plan
+  // is the same on every host); kHostCpu for a cpu run.
+  TargetDevice target = TargetDevice::kHostCpu;
+
+  // [model]
+  ModelConfig model;       // model.preset, or the file model.hf_config
+  std::string weights;     // model.weights; "" = random initialization
+  uint64_t init_seed = 0;  // model.seed
+  // model.dtype, [lora], [attention], [loss], checkpoint.activations and
+  // run.seed (the per-step randomness).
+  TransformerOptions transformer;
+
+  // [data], [batch]
+  std::string data_path;  // data.path
+  // [batch], data.max_sample_tokens, data.shuffle, data.seed, for this rank;
+  // pad_id is 0 here: the run takes the dataset's eos_id (batch_options_of).
+  BatchOptions batch;
+  bool synthesize_if_missing = false;  // data.synthesize_if_missing
+  MarkovSpec synthetic_source;         // over the model's vocabulary, seeded by data.seed
+  LengthSpec synthetic_lengths;        // data.synthetic_lengths
+  int64_t synthetic_documents = 0;     // data.synthetic_documents
+
+  AllocatorOptions allocator;      // [memory]
+  ZeroOptions zero;                // zero.stage, zero.prefetch
+  bool offload_optimizer = false;  // zero.offload_optimizer
+
+  // [checkpoint]
+  std::filesystem::path checkpoint_dir;  // checkpoint.dir, or <run_dir>/checkpoints
+  int64_t save_every = 0;                // checkpoint.save_every
+  bool save_initial = false;             // checkpoint.save_initial
+  std::string resume_from;               // checkpoint.resume_from; "" in a plan
+
+  // [optimizer], [schedule]
+  TrainerOptions trainer;           // the schedule (and run.steps), optimizer.grad_clip
+  AdamWConfig adamw;                // optimizer.betas, eps, weight_decay
+  int64_t max_nonfinite_steps = 0;  // optimizer.max_nonfinite_steps
+
+  // [trace]
+  bool memory_events = true;  // trace.memory_events
+  int64_t flush_every = 1;    // trace.flush_every
+};
+
+// The settings of rank `rank` of `world_size` running `config` in `mode`.
+// Reads the file model.hf_config names. Throws UsageError naming the key for
+// what this build cannot run: attention.backend = "dense_additive",
+// attention.mask = "document" / "dflash_block", checkpoint.format =
+// "sharded", optimizer.master_dtype = "bf16", `train` of run.backend =
+// "cuda", and a data.synthetic_lengths that does not parse.
+RunSettings run_settings_of(const ExperimentConfig& config, RunMode mode, int world_size = 1,
+                            int rank = 0);
+
+// Every field of `settings`, one "name = value" line each: two settings are
+// the same exactly when their texts are (the key-by-key test compares them).
+std::string to_text(const RunSettings& settings);
+
+// model.preset, or the Hugging Face config.json model.hf_config names.
+ModelConfig model_config_of(const ExperimentConfig& config);
+
+// [lora] as the model takes it (targets by their HF module names).
+LoraOptions lora_options_of(const ExperimentConfig& config);
+
+// [batch] and [data] for `rank` of `world_size`, padding with `pad_id`: one
+// function, so `train`, `plan` and `headroom data batches` batch alike.
+BatchOptions batch_options_of(const ExperimentConfig& config, int world_size, int rank,
+                              int32_t pad_id);
+// As above, padding with pad_id_of(dataset).
+BatchOptions batch_options_of(const ExperimentConfig& config, const TokenDataset& dataset,
+                              int world_size, int rank);
+// The dataset's eos_id when it has one, else 0: padding is never a target,
+// so its id only has to be a token of the vocabulary.
+int32_t pad_id_of(const TokenDataset& dataset);
+
+// adapter_config.json's base_model_name_or_path: the weights the adapters
+// were trained on (model.weights, made absolute), or the architecture
+// (model.hf_config or model.preset) when the base came from model.seed.
+std::string base_model_name(const ExperimentConfig& config);
+
+}  // namespace headroom

@@ -1,0 +1,48 @@
+#include "train/resume_check.h"
+
+#include <string_view>
+
+#include "model/safetensors.h"
+#include "model/weights.h"
+#include "train/config_options.h"
+#include "train/run_folder.h"
+#include "util/error.h"
+
+namespace headroom {
+
+TrainState check_resume(const ExperimentConfig& config, const ModelConfig& model,
+                        const std::string& resume_dir) {
+  const std::string key = "checkpoint.resume_from = " + quote_path(resume_dir) + ": ";
+  try {
+    if (!path_exists("checkpoint.resume_from", resume_dir)) throw UsageError("no such folder");
+    TrainState state = read_train_state(resume_dir);
+    if (config.lora.enabled) {
+      check_adapter(model, lora_options_of(config), resume_dir);
+    } else {
+      const std::string weights = resume_dir + "/model.safetensors";
+      check_weights(model, weights);
+      // The optimizer's states follow the weights' dtype (bf16 weights have
+      // fp32 masters), so a dtype change would fail later with a missing
+      // tensor; say what really differs.
+      const SafetensorsIndex index = SafetensorsIndex::open(weights);
+      const DType want = config.model.dtype == Precision::kBf16 ? DType::kBF16 : DType::kF32;
+      for (const SafetensorsEntry& entry : index.entries())
+        if (to_dtype(entry.dtype) != want)
+          throw UsageError("the checkpoint's weights are " +
+                           std::string(safetensors_name(entry.dtype)) + " (" + entry.name + " in " +
+                           weights + ") but model.dtype = \"" +
+                           std::string(name_of(config.model.dtype)) +
+                           "\": resume with the model.dtype the checkpoint was trained with");
+    }
+    if (state.step >= config.run.steps)
+      throw UsageError("the checkpoint is at step " + std::to_string(state.step) +
+                       ", run.steps = " + std::to_string(config.run.steps) +
+                       ": nothing left to train");
+    return state;
+  } catch (const UsageError& e) {
+    if (std::string_view(e.what()).starts_with("checkpoint.resume_from")) throw;
+    throw UsageError(key + e.what());
+  }
+}
+
+}  // namespace headroom

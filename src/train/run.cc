@@ -1,0 +1,416 @@
+#include "train/run.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <span>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+#include "data/batcher.h"
+#include "data/markov.h"
+#include "data/token_dataset.h"
+#include "memory/segment_source.h"
+#include "model/transformer.h"
+#include "model/weights.h"
+#include "parallel/zero.h"
+#include "trace/writer.h"
+#include "train/optimizer.h"
+#include "train/resume_check.h"
+#include "train/run_files.h"
+#include "train/run_folder.h"
+#include "train/trace_growth.h"
+#include "train/trainer.h"
+#include "util/error.h"
+#include "util/process_memory.h"
+
+namespace fs = std::filesystem;
+
+namespace headroom {
+
+namespace {
+
+std::unique_ptr<SegmentSource> source_for(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::kCpu:
+      return make_host_source();
+    case BackendKind::kMeta:
+      return make_virtual_source();
+    case BackendKind::kCuda:
+      break;
+  }
+  throw InternalError("no segment source for backend " + std::string(name_of(kind)));
+}
+
+// Writes `text` to `path` (a staged file), naming it when that fails.
+void write_text_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw UsageError(path.string() + ": cannot write: " + std::strerror(errno));
+  out << text;
+  if (!out.flush()) throw UsageError(path.string() + ": write failed: " + std::strerror(errno));
+}
+
+// data.synthesize_if_missing: the corpus at data.path, its folder made.
+void synthesize_corpus(const RunSettings& s) {
+  const fs::path parent = fs::path(s.data_path).parent_path();
+  if (!parent.empty() && !path_exists("data.path", parent)) {
+    std::error_code ec;
+    fs::create_directories(parent, ec);
+    if (ec)
+      throw UsageError("data.path = " + quote_path(s.data_path) +
+                       ": cannot create its folder: " + ec.message());
+  }
+  write_markov_corpus(s.data_path, s.synthetic_source, s.synthetic_lengths, s.synthetic_documents,
+                      s.synthetic_source.seed);
+}
+
+TraceHeader trace_header(const RunSettings& s, const std::string& config_toml, int rank,
+                         int world_size) {
+  TraceHeader header;
+  header.run_name = s.name;
+  header.backend = std::string(name_of(s.backend));
+  header.device = s.backend != BackendKind::kMeta   ? "cpu"
+                  : s.target == TargetDevice::kCuda ? "meta (virtual), cuda target"
+                                                    : "meta (virtual), host cpu target";
+  header.capacity_bytes = s.allocator.capacity;
+  header.config_toml = config_toml;
+  header.rank = rank;
+  header.world_size = world_size;
+  return header;
+}
+
+// The peaks of every phase the step touched, for the trace's
+// /memory/phase_peaks; `phase_peaks` keeps the highest of each over the run.
+std::vector<PhasePeakRecord> phase_peaks_of_step(const MemoryStats& stats, int64_t step,
+                                                 std::array<uint64_t, kNumPhases>& phase_peaks) {
+  std::vector<PhasePeakRecord> peaks;
+  for (Phase phase : kAllPhases) {
+    const int p = static_cast<int>(phase);
+    if (stats.peak_allocated_by_phase[p] == 0) continue;
+    phase_peaks[p] = std::max(phase_peaks[p], stats.peak_allocated_by_phase[p]);
+    peaks.push_back(PhasePeakRecord{step, phase, stats.peak_allocated_by_phase[p],
+                                    stats.peak_reserved_by_phase[p]});
+  }
+  return peaks;
+}
+
+// Whether any rank was asked to stop: every rank decides alike, so all stop
+// after the same step (the next collective would otherwise never complete).
+bool stop_agreed(const StopRequest& stop, Communicator& comm) {
+  double requested = stop.requested() ? 1.0 : 0.0;
+  if (comm.world_size() > 1) comm.all_reduce_sum(std::span<double>(&requested, 1));
+  return requested > 0;
+}
+
+// The non-finite rule (optimizer.max_nonfinite_steps): the message that
+// stops the run, or "" to go on.
+class NonFiniteCount {
+ public:
+  explicit NonFiniteCount(int64_t max_run) : max_run_(max_run) {}
+
+  std::string after(const StepRecord& record) {
+    if (record.skipped) {
+      ++run_;
+    } else {
+      run_ = 0;
+      ++finite_;
+    }
+    ++steps_;
+    if (max_run_ == 0 || run_ < max_run_) return "";
+    return std::to_string(run_) + " consecutive steps (to step " + std::to_string(record.step + 1) +
+           ") had a non-finite loss or gradient and were skipped: stopping "
+           "(optimizer.max_nonfinite_steps = " +
+           std::to_string(max_run_) +
+           "); lower optimizer.lr, check the weights and data, or see the trace's /steps";
+  }
+  // At the end of a run: "" unless no step at all was finite.
+  std::string at_end() const {
+    if (finite_ > 0 || steps_ == 0) return "";
+    return "none of the " + std::to_string(steps_) +
+           " steps had a finite loss and gradient (every update was skipped)";
+  }
+
+ private:
+  int64_t max_run_;
+  int64_t run_ = 0;
+  int64_t finite_ = 0;
+  int64_t steps_ = 0;
+};
+
+}  // namespace
+
+Run::Run(const ExperimentConfig& config, RunMode mode, Communicator& comm, RunControl control)
+    : config_(config),
+      settings_(run_settings_of(config, mode, comm.world_size(), comm.rank())),
+      comm_(comm),
+      control_(control) {
+  const RunSettings& s = settings_;
+  if (comm.is_distributed() && s.backend != BackendKind::kCpu)
+    throw UsageError("run.backend = \"" + std::string(name_of(config.run.backend)) +
+                     "\": " + std::to_string(comm.world_size()) +
+                     " ranks need the cpu backend in this build (MpiComm reduces host memory)");
+  if (s.data_path.empty())
+    throw UsageError(
+        "data.path: required: a tokenized HDF5 file (docs/data-format.md), or set "
+        "data.synthesize_if_missing = true to have one made");
+  data_exists_ = path_exists("data.path", s.data_path);
+  if (data_exists_) require_regular_file("data.path", s.data_path);
+  if (!s.weights.empty()) check_weights(s.model, s.weights);
+  // A resumed run reads the checkpoint's state first, so a wrong folder is
+  // refused before anything is written; a meta run computes nothing to
+  // continue.
+  resuming_ = !s.resume_from.empty() && s.backend != BackendKind::kMeta;
+  if (resuming_) resume_state_ = check_resume(config, s.model, s.resume_from);
+}
+
+RunResult Run::execute(RunObserver& observer) {
+  if (executed_) throw InternalError("Run::execute: a Run executes once");
+  executed_ = true;
+  const RunSettings& s = settings_;
+  const int rank = comm_.rank();
+  const int world_size = comm_.world_size();
+  const bool lead = rank == 0;
+  const bool planning = s.backend == BackendKind::kMeta;
+  const bool saving = !planning && (s.save_initial || s.save_every > 0);
+  // ZeRO stage >= 1 on several ranks: each rank keeps (and checkpoints) only
+  // its shard of the optimizer states.
+  const bool sharded = s.zero.stage >= 1 && world_size > 1;
+  const int64_t optimizer_shards = sharded ? world_size : 1;
+  const RunFolder::Kind kind =
+      s.mode == RunMode::kPlan ? RunFolder::Kind::kPlan : RunFolder::Kind::kTrain;
+
+  // --- the folder: locked by the lead, files staged ----------------------
+  // The lead locks the folder and writes a missing synthetic corpus; the
+  // others wait for it, then stage their own traces in the locked folder.
+  if (!lead) comm_.barrier();
+  RunFolder folder =
+      lead ? RunFolder::lead(s.run_dir, kind, "run.out_dir") : RunFolder::follower(s.run_dir, kind);
+  const RunFiles files =
+      run_files(kind, s.run_dir, s.checkpoint_dir, resuming_, resume_state_.step, rank, world_size);
+  if (lead && !files.earlier.empty() && !control_.overwrite)
+    throw UsageError(files.earlier.front().string() +
+                     ": exists from an earlier run; pass --overwrite to replace that run, or "
+                     "choose another name with --set run.name=<name>");
+  if (lead) {
+    for (const fs::path& stale : files.stale)
+      folder.replace_on_commit(stale);
+    if (saving)
+      require_writable_folder(
+          config_.checkpoint.dir.empty() ? "checkpoint.dir (the run folder's)" : "checkpoint.dir",
+          s.checkpoint_dir);
+    if (!data_exists_) {
+      if (!s.synthesize_if_missing)
+        throw UsageError("data.path = " + quote_path(s.data_path) + ": no such file");
+      observer.on_corpus_synthesis(s);
+      synthesize_corpus(s);
+    }
+  }
+  if (lead) comm_.barrier();
+  if (!lead && !path_exists("data.path", s.data_path))
+    throw UsageError("data.path = " + quote_path(s.data_path) + ": no such file");
+  TokenDataset dataset = TokenDataset::open(s.data_path, s.model.vocab_size);
+  BatchOptions batch_options = s.batch;
+  batch_options.pad_id = pad_id_of(dataset);
+  Batcher batcher(dataset, batch_options);
+
+  const fs::path trace_path = s.run_dir / files.trace;
+  const fs::path staged_trace = folder.stage(files.trace);
+  const std::string config_toml = to_toml(config_);
+  if (lead) write_text_file(folder.stage(files.config), config_toml);
+  // Declared before the allocator, so it outlives every event it observes.
+  TraceWriter trace(staged_trace.string(), trace_header(s, config_toml, rank, world_size),
+                    s.memory_events);
+
+  // A plan follows the rules of the device the run will use: a cuda run's
+  // plan is the same on every host (backend/target_device.h).
+  Allocator allocator(source_for(s.backend), s.allocator);
+  std::unique_ptr<Backend> backend = make_backend(s.backend, s.target, allocator);
+  // zero.offload_optimizer: the optimizer's states and update live in host
+  // memory, with an allocator of their own, so they count against no
+  // device capacity and are reported beside it.
+  std::unique_ptr<Allocator> host_allocator;
+  std::unique_ptr<Backend> host_backend;
+  if (s.offload_optimizer) {
+    AllocatorOptions host_options;
+    host_options.policy = s.allocator.policy;
+    const BackendKind host_kind = planning ? BackendKind::kMeta : BackendKind::kCpu;
+    host_allocator = std::make_unique<Allocator>(source_for(host_kind), host_options);
+    host_backend = make_backend(host_kind, TargetDevice::kHostCpu, *host_allocator);
+  }
+  allocator.add_observer(&trace);
+
+  RunResult result;
+  result.trace_path = trace_path;
+  result.capacity = s.allocator.capacity;
+  result.source_entropy_nats = dataset.attributes().source_entropy_nats.value_or(0.0);
+  observer.on_started(s, result.source_entropy_nats);
+
+  // The operating system's view, for checking the allocator against it: the
+  // baseline is the resident set just before the first model allocation (the
+  // program, its libraries, the dataset handle, the trace file), with the
+  // kernel's high-water mark restarted there.
+  const bool measure_rss = s.backend == BackendKind::kCpu && reset_peak_resident();
+  const uint64_t rss_baseline = measure_rss ? resident_bytes() : 0;
+
+  // The run has a result from here on (a step, a checkpoint, a postmortem):
+  // its files replace the earlier run's.
+  auto commit = [&] {
+    if (folder.committed()) return;
+    folder.commit();
+    trace.renamed(trace_path.string());
+  };
+  auto current_trace_path = [&] { return folder.committed() ? trace_path : staged_trace; };
+
+  try {
+    Zero zero(*backend, comm_, s.transformer.dtype, s.zero);
+    Transformer model(*backend, s.model, s.transformer, &zero);
+    int64_t trainable = 0, all = 0;
+    for (const GroupLayout& group : model.layouts()) {
+      all += group.numel;
+      if (group.trainable) trainable += group.numel;
+    }
+    observer.on_model_built(trainable, all);
+    {
+      PhaseScope scope(allocator, Phase::kInit);
+      model.init_random(s.init_seed);
+      if (resuming_ && !s.transformer.lora.enabled)
+        load_weights(*backend, model, s.resume_from + "/model.safetensors");
+      else if (!s.weights.empty())
+        load_weights(*backend, model, s.weights);
+      if (resuming_ && s.transformer.lora.enabled) load_adapter(*backend, model, s.resume_from);
+    }
+    std::vector<GroupShard> shards;
+    std::vector<Tensor> param_shards;
+    for (size_t g = 0; g < zero.num_groups(); ++g) {
+      shards.push_back(zero.shard(g));
+      param_shards.push_back(zero.param_shard(g));
+    }
+    AdamW optimizer(*backend, model.layouts(), std::move(shards), std::move(param_shards), s.adamw,
+                    zero.shards_optimizer(), host_backend.get());
+    Trainer trainer(*backend, model, optimizer, s.trainer, zero);
+    int64_t first_step = 0;
+    if (resuming_) {
+      try {
+        const TrainState state = load_train_state(optimizer, s.resume_from, rank, optimizer_shards);
+        trainer.restore_counts(state.updates, state.skipped);
+        batcher.set_cursor(Cursor{state.data_epoch, state.data_position});
+        first_step = state.step;
+      } catch (const UsageError& e) {
+        throw UsageError("checkpoint.resume_from = " + quote_path(s.resume_from) + ": " + e.what());
+      }
+      observer.on_resumed(s.resume_from, resume_state_, batcher.cursor());
+    }
+    result.first_step = result.next_step = first_step;
+
+    // A checkpoint: the weights (HF layout, written by the lead; under
+    // ZeRO-3 every rank takes part in gathering them), every optimizer
+    // shard, then the trainer state that marks the folder complete.
+    auto save = [&](int64_t steps_done) {
+      commit();
+      const std::string dir = (s.checkpoint_dir / ("step-" + std::to_string(steps_done))).string();
+      const SaveRole role = lead ? SaveRole::kWrite : SaveRole::kGatherOnly;
+      if (s.transformer.lora.enabled)
+        save_adapter(*backend, model, dir, base_model_name(config_), role);
+      else
+        save_checkpoint(*backend, model, dir, role);
+      comm_.barrier();
+      if (lead || sharded) save_optimizer_state(optimizer, dir, rank, optimizer_shards);
+      comm_.barrier();
+      const Cursor cursor = batcher.cursor();
+      if (lead)
+        save_trainer_state(TrainState{steps_done, trainer.updates(), trainer.skipped_steps(),
+                                      cursor.epoch, cursor.position, optimizer_shards},
+                           dir);
+      result.checkpoint = dir;
+      observer.on_checkpoint_saved(steps_done, dir);
+    };
+    if (saving && s.save_initial && !resuming_) save(0);
+    result.phase_peaks =
+        allocator.stats().peak_allocated_by_phase;  // init, before step 0 resets it
+
+    const auto run_start = std::chrono::steady_clock::now();
+    TraceGrowth growth;
+    NonFiniteCount nonfinite(s.max_nonfinite_steps);
+    for (int64_t step = first_step; step < s.steps; ++step) {
+      std::vector<Batch> micro_batches = batcher.next_step();
+      StepRecord record = trainer.step(step, micro_batches);
+      if (planning) {
+        record.loss = std::numeric_limits<double>::quiet_NaN();
+        record.grad_norm = std::numeric_limits<double>::quiet_NaN();
+      }
+      trace.append_step(record, phase_peaks_of_step(allocator.stats(), step, result.phase_peaks));
+      commit();
+      result.next_step = step + 1;
+      result.last_loss = record.loss;
+      result.peak_step_allocated = std::max(result.peak_step_allocated, record.peak_allocated);
+      result.peak_step_reserved = std::max(result.peak_step_reserved, record.peak_reserved);
+      result.longest_sample = std::max(result.longest_sample, record.longest_sample);
+      const bool last = step + 1 == s.steps;
+      if ((step + 1) % s.flush_every == 0 || last) {
+        trace.flush(allocator.tags());
+        growth.check(current_trace_path(), step + 1 - first_step, s.steps - first_step);
+      }
+      const bool checkpoint_due = s.save_every > 0 && (step + 1) % s.save_every == 0;
+      if (saving && checkpoint_due) save(step + 1);
+
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+      observer.on_step(
+          StepReport{record, first_step, s.steps, elapsed, allocator.stats().peak_allocated});
+      if (!planning) {
+        result.message = nonfinite.after(record);
+        if (!result.message.empty()) {
+          result.outcome = RunOutcome::kNonFinite;
+          break;
+        }
+      }
+      // A stop request ends the run after this step, resumably: the steps
+      // so far are in the trace and, in a training, in a checkpoint.
+      if (control_.stop && !last && stop_agreed(*control_.stop, comm_)) {
+        if (!planning && !(saving && checkpoint_due)) save(step + 1);
+        trace.flush(allocator.tags());
+        result.outcome = RunOutcome::kStopped;
+        break;
+      }
+    }
+    if (result.outcome == RunOutcome::kFinished && !planning) {
+      result.message = nonfinite.at_end();
+      if (!result.message.empty()) result.outcome = RunOutcome::kNonFinite;
+    }
+  } catch (const OutOfMemory& oom) {
+    commit();
+    trace.flush(allocator.tags());
+    trace.write_oom(oom.postmortem());
+    result.outcome = RunOutcome::kOutOfMemory;
+    result.oom = oom.postmortem();
+    observer.on_out_of_memory(oom.postmortem(), trace_path.string());
+  }
+  // The steps that led to a non-finite stop are the evidence: keep them.
+  if (result.outcome == RunOutcome::kNonFinite) trace.flush(allocator.tags());
+  allocator.remove_observer(&trace);
+  trace.close();
+
+  result.memory = allocator.stats();
+  if (host_allocator) result.host_memory = host_allocator->stats();
+  const bool completed =
+      result.outcome == RunOutcome::kFinished || result.outcome == RunOutcome::kStopped;
+  if (measure_rss && completed) {
+    // Offloaded states are host memory too: the resident set holds both.
+    RssCheck rss;
+    rss.baseline = rss_baseline;
+    rss.peak_above_baseline = peak_resident_bytes() - rss_baseline;
+    rss.allocator_peak_reserved =
+        allocator.peak_reserved() + (host_allocator ? host_allocator->peak_reserved() : 0);
+    result.rss = rss;
+  }
+  observer.on_finished(result);
+  return result;
+}
+
+}  // namespace headroom
