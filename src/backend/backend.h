@@ -204,11 +204,15 @@ class Backend final {
 // cpu runs on its host, so its target is kHostCpu; cuda is refused until its
 // kernel table lands (the cuda issue). Throws InternalError for a pair that
 // does not exist.
-std::unique_ptr<Backend> make_backend(BackendKind kind, TargetDevice target, Allocator& allocator);
+// `cublaslt_workspace_bytes`: a cuda target's workspace (its architecture's,
+// memory/device_preset.h); ignored for a host-cpu target.
+std::unique_ptr<Backend> make_backend(BackendKind kind, TargetDevice target, Allocator& allocator,
+                                      uint64_t cublaslt_workspace_bytes = kCublasLtWorkspaceBytes);
 
 std::unique_ptr<Backend> make_cpu_backend(Allocator& allocator);
 // meta for `target`'s allocations (backend/target_device.h).
-std::unique_ptr<Backend> make_meta_backend(Allocator& allocator,
-                                           TargetDevice target = TargetDevice::kHostCpu);
+std::unique_ptr<Backend> make_meta_backend(
+    Allocator& allocator, TargetDevice target = TargetDevice::kHostCpu,
+    uint64_t cublaslt_workspace_bytes = kCublasLtWorkspaceBytes);
 
 }  // namespace headroom

@@ -54,13 +54,25 @@ std::string plan_verdict(const RunResult& result) {
   }
   out.back() = '\n';
   const uint64_t capacity = result.capacity;
+  std::string against = "memory.device_capacity";
+  if (result.device) {
+    const DeviceBudget& d = *result.device;
+    against = "what memory.device = \"" + std::string(d.preset->name) + "\" leaves";
+    out += "  memory.device " + std::string(d.preset->name) + ": " + format_bytes(d.usable_bytes) +
+           " usable; outside the allocator (estimates until measured on the device):\n";
+    for (const BudgetLine& line : d.lines)
+      out += "    " + line.name + " " + format_bytes(line.bytes) + "\n";
+    out += "  the allocator gets " + format_bytes_exact(capacity) + "\n";
+  }
   if (capacity == 0)
-    out += "  no memory.device_capacity set: nothing to check the peak against\n";
+    out +=
+        "  no memory.device or memory.device_capacity set: nothing to check the peak "
+        "against\n";
   else if (s.peak_reserved <= capacity)
-    out += "  fits memory.device_capacity " + format_bytes_exact(capacity) + " with " +
+    out += "  fits " + against + " " + format_bytes_exact(capacity) + " with " +
            format_bytes(capacity - s.peak_reserved) + " to spare\n";
   else
-    out += "  does NOT fit memory.device_capacity " + format_bytes_exact(capacity) + "\n";
+    out += "  does NOT fit " + against + " " + format_bytes_exact(capacity) + "\n";
   return out;
 }
 

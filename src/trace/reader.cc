@@ -124,6 +124,8 @@ TraceReader TraceReader::open(const std::string& path) {
   h.device = required_string(root, "device", path);
   h.capacity_bytes =
       required_scalar<uint64_t>(root, "capacity_bytes", H5T_NATIVE_UINT64, path, "/");
+  if (H5Aexists(root, "outside_allocator") > 0)
+    h.outside_allocator = required_string(root, "outside_allocator", path);
   h.config_toml = required_string(root, "config_toml", path);
   h.started_at = required_string(root, "started_at", path);
   h.headroom_version = required_string(root, "headroom_version", path);

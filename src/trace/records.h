@@ -20,9 +20,13 @@ struct TraceHeader {
   int32_t world_size = 1;
   std::string backend;          // "cpu", "cuda", "meta"
   std::string device;           // e.g. "NVIDIA H200", "cpu"
-  uint64_t capacity_bytes = 0;  // memory.device_capacity; 0 = the source's own limit
-  std::string config_toml;      // the resolved config, so a trace explains itself
-  std::string started_at;       // ISO-8601 UTC; the writer fills it when empty
+  uint64_t capacity_bytes = 0;  // the allocator's capacity; 0 = the source's own limit
+  // memory.device: the memory a rank holds outside the allocator, one
+  // "<name> <bytes> <source>" line each (memory/device_preset.h); "" without
+  // a preset. Attribute outside_allocator; absent in traces written before it.
+  std::string outside_allocator;
+  std::string config_toml;  // the resolved config, so a trace explains itself
+  std::string started_at;   // ISO-8601 UTC; the writer fills it when empty
   std::string headroom_version = HEADROOM_VERSION;
   // The writer always writes kTraceSchemaVersion; the reader fills this in.
   int32_t schema_version = kTraceSchemaVersion;

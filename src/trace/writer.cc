@@ -113,6 +113,7 @@ void TraceWriter::Impl::write_header(const TraceHeader& header) {
   write_string_attribute(root, "backend", header.backend, path);
   write_string_attribute(root, "device", header.device, path);
   write_scalar_attribute(root, "capacity_bytes", H5T_NATIVE_UINT64, &header.capacity_bytes, path);
+  write_string_attribute(root, "outside_allocator", header.outside_allocator, path);
   write_string_attribute(root, "config_toml", header.config_toml, path);
   write_string_attribute(root, "started_at",
                          header.started_at.empty() ? utc_now_iso8601() : header.started_at, path);
@@ -236,8 +237,9 @@ TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header,
   try {
     // The attributes (the config is the big one) and the empty tables'
     // headers; no chunk is allocated until rows arrive.
-    const uint64_t header_bytes =
-        kMetadataSlack + header.config_toml.size() + header.run_name.size() + header.device.size();
+    const uint64_t header_bytes = kMetadataSlack + header.config_toml.size() +
+                                  header.run_name.size() + header.device.size() +
+                                  header.outside_allocator.size();
     w.reserved_write(header_bytes, [&] {
       w.write_header(header);
       // Every table is unfiltered: see create_table for why compression and

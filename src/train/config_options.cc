@@ -208,6 +208,14 @@ RunSettings run_settings_of(const ExperimentConfig& config, RunMode mode, int wo
   s.synthetic_documents = config.data.synthetic_documents;
 
   s.allocator = allocator_options_of(config);
+  BudgetOptions budget;
+  budget.world_size = world_size;
+  budget.capacity_cap = config.memory.device_capacity;
+  s.device = device_budget(config.memory.device, budget);
+  if (s.device) {
+    s.allocator.capacity = s.device->allocator_capacity;
+    s.cublaslt_workspace_bytes = s.device->cublaslt_workspace_bytes;
+  }
   s.zero.stage = config.zero.stage;
   s.zero.prefetch = config.zero.prefetch;
   s.offload_optimizer = config.zero.offload_optimizer;
@@ -315,6 +323,11 @@ std::string to_text(const RunSettings& s) {
 
   line("allocator.policy", static_cast<int>(s.allocator.policy));
   line("allocator.capacity", s.allocator.capacity);
+  line("device", s.device ? std::string(s.device->preset->name) : std::string());
+  if (s.device)
+    for (const BudgetLine& l : s.device->lines)
+      line(("device." + l.name).c_str(), l.bytes);
+  line("cublaslt_workspace_bytes", s.cublaslt_workspace_bytes);
   line("zero.stage", s.zero.stage);
   line("zero.prefetch", s.zero.prefetch);
   line("offload_optimizer", s.offload_optimizer);

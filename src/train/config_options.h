@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "backend/target_device.h"
@@ -18,6 +19,7 @@
 #include "data/markov.h"
 #include "data/token_dataset.h"
 #include "memory/allocator.h"
+#include "memory/device_preset.h"
 #include "model/model_config.h"
 #include "model/transformer.h"
 #include "parallel/zero.h"
@@ -61,7 +63,14 @@ struct RunSettings {
   LengthSpec synthetic_lengths;        // data.synthetic_lengths
   int64_t synthetic_documents = 0;     // data.synthetic_documents
 
-  AllocatorOptions allocator;      // [memory]
+  // [memory]: with memory.device, allocator.capacity is what the preset
+  // leaves after the memory outside the allocator (device_budget), capped by
+  // memory.device_capacity when that is set too.
+  AllocatorOptions allocator;
+  std::optional<DeviceBudget> device;  // memory.device, at this run's world size
+  // The cuda target's cuBLASLt workspace: the preset's architecture's, or
+  // Hopper's when no preset says (backend/target_device.h).
+  uint64_t cublaslt_workspace_bytes = kCublasLtWorkspaceBytes;
   ZeroOptions zero;                // zero.stage, zero.prefetch
   bool offload_optimizer = false;  // zero.offload_optimizer
 

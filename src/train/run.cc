@@ -79,6 +79,10 @@ TraceHeader trace_header(const RunSettings& s, const std::string& config_toml, i
                   : s.target == TargetDevice::kCuda ? "meta (virtual), cuda target"
                                                     : "meta (virtual), host cpu target";
   header.capacity_bytes = s.allocator.capacity;
+  if (s.device)
+    for (const BudgetLine& line : s.device->lines)
+      header.outside_allocator +=
+          line.name + " " + std::to_string(line.bytes) + " " + line.source + "\n";
   header.config_toml = config_toml;
   header.rank = rank;
   header.world_size = world_size;
@@ -230,7 +234,8 @@ RunResult Run::execute(RunObserver& observer) {
   // A plan follows the rules of the device the run will use: a cuda run's
   // plan is the same on every host (backend/target_device.h).
   Allocator allocator(source_for(s.backend), s.allocator);
-  std::unique_ptr<Backend> backend = make_backend(s.backend, s.target, allocator);
+  std::unique_ptr<Backend> backend =
+      make_backend(s.backend, s.target, allocator, s.cublaslt_workspace_bytes);
   // zero.offload_optimizer: the optimizer's states and update live in host
   // memory, with an allocator of their own, so they count against no
   // device capacity and are reported beside it.
@@ -248,6 +253,7 @@ RunResult Run::execute(RunObserver& observer) {
   RunResult result;
   result.trace_path = trace_path;
   result.capacity = s.allocator.capacity;
+  result.device = s.device;
   result.source_entropy_nats = dataset.attributes().source_entropy_nats.value_or(0.0);
   observer.on_started(s, result.source_entropy_nats);
 

@@ -28,6 +28,7 @@
 #include "comm/communicator.h"
 #include "config/config.h"
 #include "memory/allocator.h"
+#include "memory/device_preset.h"
 #include "memory/postmortem.h"
 #include "train/config_options.h"
 #include "train/run_observer.h"
@@ -67,7 +68,8 @@ struct RunResult {
   // the initialization and every step.
   MemoryStats memory;
   std::array<uint64_t, kNumPhases> phase_peaks{};
-  uint64_t capacity = 0;                   // memory.device_capacity; 0 = unlimited
+  uint64_t capacity = 0;  // the allocator's: memory.device's remainder or memory.device_capacity
+  std::optional<DeviceBudget> device;      // memory.device: the lines outside the allocator
   std::optional<MemoryStats> host_memory;  // zero.offload_optimizer's host allocator
   std::optional<RssCheck> rss;  // cpu runs that finished or stopped, where the kernel allows it
   // The highest of the steps' trace rows.

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "cli_harness.h"
+#include "memory/allocator.h"
+#include "memory/device_preset.h"
 #include "trace/reader.h"
 
 namespace fs = std::filesystem;
@@ -89,6 +91,38 @@ TEST_F(TargetDevicePlans, ACpuPlanFollowsItsHost) {
     gemm_scratch += e.tag.rfind("gemm.", 0) == 0;
   }
   EXPECT_GT(gemm_scratch, 0);
+}
+
+// memory.device sets what the allocator gets (usable minus the named lines
+// outside it, recorded in the trace) and the cuBLASLt workspace of the
+// preset's architecture: 4 MiB on Ampere, 32 MiB on Hopper.
+TEST_F(TargetDevicePlans, ADevicePresetSetsTheCapacityAndTheWorkspace) {
+  for (const auto& [device, workspace] :
+       {std::pair<std::string, uint64_t>{"a100-40gb", uint64_t{4} << 20},
+        std::pair<std::string, uint64_t>{"h100-80gb", uint64_t{32} << 20}}) {
+    SCOPED_TRACE(device);
+    const Result r = run_headroom(
+        "plan '" HEADROOM_SOURCE_DIR
+        "/experiments/postmortems/seed004_lora_24gb.toml' --set run.backend=\\\"cuda\\\" "
+        "--set run.steps=1 --set memory.device_capacity=0 --set memory.device=\\\"" +
+        device + "\\\" --set run.name=\\\"" + device + "\\\"");
+    EXPECT_NE(r.out.find("memory.device " + device), std::string::npos) << r.out << r.err;
+    EXPECT_NE(r.out.find("cuda.context"), std::string::npos) << r.out;
+    const TraceReader trace =
+        TraceReader::open((dir_ / "results" / device / "plan.rank0.h5").string());
+    const std::optional<DeviceBudget> budget = device_budget(device, BudgetOptions{});
+    ASSERT_TRUE(budget.has_value());
+    EXPECT_EQ(trace.header().capacity_bytes, budget->allocator_capacity);
+    EXPECT_NE(trace.header().outside_allocator.find("cuda.context 419430400"), std::string::npos)
+        << trace.header().outside_allocator;
+    int workspaces = 0;
+    for (const PlannedEvent& e : planned_events(dir_ / "results" / device / "plan.rank0.h5"))
+      if (e.tag == "cublaslt.workspace" && e.action == MemoryAction::kAlloc) {
+        ++workspaces;
+        EXPECT_EQ(e.bytes, Allocator::round_size(workspace));
+      }
+    EXPECT_EQ(workspaces, 1);
+  }
 }
 
 // The two targets' plans differ by the documented gemm rules and nothing

@@ -97,6 +97,8 @@ std::map<std::string, KeyCase> key_cases(const std::string& hf_a, const std::str
       {"loss.logits_dtype", {"\"bf16\"", {"model.dtype=\"bf16\""}}},
 
       {"memory.device_capacity", {"\"1GiB\""}},
+      // A preset names a GPU: refused with run.backend = "cpu", the default.
+      {"memory.device", {"\"a100-40gb\"", {"run.backend=\"meta\""}}},
       {"memory.allocator", {"\"exact\""}},
 
       {"zero.stage", {"2"}},
