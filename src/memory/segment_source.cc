@@ -8,10 +8,25 @@ namespace {
 
 // 4096 keeps oneDNN's and AVX-512's preference for page/cache-line alignment.
 constexpr std::align_val_t kHostAlignment{4096};
+constexpr uint64_t kPage = 4096;
 
 class HostSource final : public SegmentSource {
  public:
-  void* map(uint64_t bytes) override { return ::operator new(bytes, kHostAlignment, std::nothrow); }
+  // Every page is written once here, so a segment is resident from the start,
+  // as cudaMalloc'd memory is committed from the start. Left lazy, the pages
+  // a run never writes (the caching allocator's rounding, the unused tail of
+  // a segment) were reserved but not resident: the 50M preset's resident set
+  // came out 5% under the plan's peak reserved. Committed, "reserved" means
+  // what the operating system counts, and the rss check compares like with
+  // like.
+  void* map(uint64_t bytes) override {
+    void* address = ::operator new(bytes, kHostAlignment, std::nothrow);
+    if (address == nullptr) return nullptr;
+    volatile char* bytes_of = static_cast<volatile char*>(address);
+    for (uint64_t at = 0; at < bytes; at += kPage)
+      bytes_of[at] = 0;
+    return address;
+  }
   void unmap(void* address, uint64_t /*bytes*/) override {
     ::operator delete(address, kHostAlignment);
   }

@@ -25,8 +25,10 @@ class SegmentSource {
   virtual bool is_host_accessible() const = 0;
 };
 
-// Host memory for the cpu backend (aligned operator new; untouched pages cost
-// no RSS until written, just like a fresh cudaMalloc costs no bandwidth).
+// Host memory for the cpu backend: aligned operator new, every page written
+// once when mapped, so a segment is resident (committed) from the start, like
+// cudaMalloc'd memory, and the allocator's reserved bytes are what the
+// operating system counts (segment_source.cc says why).
 std::unique_ptr<SegmentSource> make_host_source();
 
 // Virtual address space for the meta backend: addresses are invented from a

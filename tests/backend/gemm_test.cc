@@ -191,5 +191,52 @@ TEST(GemmPlans, OneDescriptorPerKey) {
   EXPECT_TRUE(route == GemmRoute::kNative || route == GemmRoute::kWidened);
 }
 
+// Packed batches bring new shapes nearly every step: the executable
+// primitives kept are bounded, the least recently executed go first, and an
+// evicted plan is rebuilt on its next use.
+TEST(GemmPlans, KeepsTheMostRecentlyExecutedPrimitivesOnly) {
+  GemmPlans plans;
+  const size_t shapes = GemmPlans::kExecutablePrimitives + 6;
+  auto key_of = [](size_t i) {
+    return make_gemm_key({static_cast<int64_t>(i + 1), 8, 16}, false, true, DType::kF32,
+                         DType::kF32, 1.0f, 0.0f);
+  };
+  for (size_t i = 0; i < shapes; ++i) {
+    GemmPlan& plan = plans.get(key_of(i));
+    EXPECT_TRUE(plans.primitive(plan));
+    EXPECT_LE(plans.executable(), GemmPlans::kExecutablePrimitives);
+  }
+  EXPECT_EQ(plans.size(), shapes);  // descriptors are all kept
+  EXPECT_EQ(plans.executable(), GemmPlans::kExecutablePrimitives);
+  EXPECT_FALSE(plans.get(key_of(0)).primitive);          // the oldest went
+  EXPECT_TRUE(plans.get(key_of(shapes - 1)).primitive);  // the newest stayed
+  // Using a kept one makes it the most recent: the next eviction spares it.
+  GemmPlan& kept = plans.get(key_of(shapes - GemmPlans::kExecutablePrimitives));
+  plans.primitive(kept);
+  plans.primitive(plans.get(key_of(0)));
+  EXPECT_TRUE(kept.primitive);
+  EXPECT_TRUE(plans.get(key_of(0)).primitive);
+  EXPECT_EQ(plans.executable(), GemmPlans::kExecutablePrimitives);
+}
+
+TEST(CpuGemm, AnEvictedPlanGivesTheSameBitsWhenRebuilt) {
+  BackendUnderTest cpu(BackendKind::kCpu);
+  Tensor b = cpu.backend->empty({24, 40}, DType::kF32, Category::kParam, "b");
+  upload(b, random_values(b.numel(), 5));
+  Tensor a = cpu.backend->empty({9, 24}, DType::kF32, Category::kActivation, "a");
+  upload(a, random_values(a.numel(), 6));
+  Tensor first = cpu.backend->empty({9, 40}, DType::kF32, Category::kActivation, "first");
+  cpu.backend->gemm(a, false, b, false, first, 1.0f, 0.0f);
+  for (int64_t m = 10; m < 10 + static_cast<int64_t>(GemmPlans::kExecutablePrimitives) + 4; ++m) {
+    Tensor am = cpu.backend->empty({m, 24}, DType::kF32, Category::kActivation, "am");
+    Tensor cm = cpu.backend->empty({m, 40}, DType::kF32, Category::kActivation, "cm");
+    upload(am, random_values(am.numel(), static_cast<uint64_t>(m)));
+    cpu.backend->gemm(am, false, b, false, cm, 1.0f, 0.0f);
+  }
+  Tensor again = cpu.backend->empty({9, 40}, DType::kF32, Category::kActivation, "again");
+  cpu.backend->gemm(a, false, b, false, again, 1.0f, 0.0f);
+  EXPECT_EQ(std::memcmp(first.raw(), again.raw(), first.nbytes()), 0);
+}
+
 }  // namespace
 }  // namespace headroom::backend_test

@@ -243,39 +243,7 @@ TEST_F(Cli, PlanMakesExactlyTheRunsAllocations) {
   }
 }
 
-// The bytes the pattern of "NAME 1.2 MiB (1234 B)" reports, after `label`.
-uint64_t bytes_after(const std::string& text, const std::string& label) {
-  size_t at = text.find(label);
-  if (at == std::string::npos) return 0;
-  size_t open = text.find('(', at);
-  return std::stoull(text.substr(open + 1));
-}
-
-// Promise 1 against the operating system: the run's resident memory above
-// its baseline (taken just before the model's first allocation) is within
-// 10% of what the plan says will be reserved. Large micro-batches make the
-// model's bytes dominate the libraries' own (oneDNN, OpenMP, HDF5).
-TEST_F(Cli, PlanPredictsTheRunsResidentMemoryWithinTenPercent) {
-#ifdef HEADROOM_SANITIZE
-  GTEST_SKIP() << "sanitizers add shadow memory and quarantine to RSS";
-#endif
-  const std::string set =
-      " --overwrite --set run.steps=2 --set schedule.warmup_steps=1 --set "
-      "data.synthetic_documents=200"
-      " --set batch.max_tokens_per_micro_batch=4096 --set data.max_sample_tokens=4096";
-  Result plan = run("plan" + set, false);
-  ASSERT_EQ(plan.code, 0) << plan.err;
-  Result real = run("train" + set, false);
-  ASSERT_EQ(real.code, 0) << real.err;
-  const uint64_t planned = bytes_after(plan.out, "plan: peak allocated");  // allocated first
-  const uint64_t planned_reserved = bytes_after(plan.out, "peak reserved");
-  const uint64_t resident = bytes_after(real.out, "rss check: peak resident");
-  ASSERT_GT(planned, 0u) << plan.out;
-  ASSERT_GT(resident, 0u) << real.out;
-  const double ratio = static_cast<double>(resident) / static_cast<double>(planned_reserved);
-  EXPECT_NEAR(ratio, 1.0, 0.10) << "resident " << resident << " B vs planned reserved "
-                                << planned_reserved << " B";
-}
+// The resident set against the plan: resident_memory_test.cc.
 
 TEST_F(Cli, ReportRejectsWhatIsNotATrace) {
   write("notes.h5", "hello");

@@ -40,7 +40,10 @@ dnnl::matmul::primitive_desc make_descriptor(const dnnl::engine& engine, const G
 
 }  // namespace
 
-GemmPlans::GemmPlans() : engine_(dnnl::engine::kind::cpu, 0) {}
+GemmPlans::GemmPlans() : engine_(dnnl::engine::kind::cpu, 0) {
+  // Our own bounded cache is the only one (see the header); idempotent.
+  dnnl::set_primitive_cache_capacity(0);
+}
 
 GemmPlan& GemmPlans::get(const GemmKey& key) {
   auto it = plans_.find(key);
@@ -75,7 +78,18 @@ GemmPlan& GemmPlans::get(const GemmKey& key) {
 const dnnl::matmul& GemmPlans::primitive(GemmPlan& plan) {
   HR_CHECK(plan.route == GemmRoute::kNative || plan.route == GemmRoute::kWidened,
            "gemm: no oneDNN primitive for " + to_string(plan.key));
-  if (!plan.primitive) plan.primitive = dnnl::matmul(plan.descriptor);
+  if (plan.primitive) {
+    recent_.splice(recent_.begin(), recent_, plan.recent);
+    return plan.primitive;
+  }
+  if (recent_.size() >= kExecutablePrimitives) {
+    GemmPlan& oldest = plans_.at(recent_.back());
+    oldest.primitive = dnnl::matmul();
+    recent_.pop_back();
+  }
+  plan.primitive = dnnl::matmul(plan.descriptor);
+  recent_.push_front(plan.key);
+  plan.recent = recent_.begin();
   return plan.primitive;
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -39,14 +40,31 @@ struct GemmPlan {
   // express the transposes as strides over the tensors as stored: no copies.
   dnnl::matmul::primitive_desc descriptor;
   uint64_t scratchpad_bytes = 0;
-  // Made from `descriptor` the first time cpu executes the plan (JIT code
-  // generation costs milliseconds); meta never makes it.
+  // Made from `descriptor` when cpu executes the plan (JIT code generation
+  // costs milliseconds) and kept while it is among the most recently executed
+  // (GemmPlans::kExecutablePrimitives); meta never makes it.
   dnnl::matmul primitive;
+  std::list<GemmKey>::iterator recent;  // valid while `primitive` is
 };
 
-// Plans by key, made on first use and kept for the owner's lifetime.
+// Plans by key, made on first use and kept for the owner's lifetime; the
+// executable primitives of the most recently executed plans only.
+//
+// Why bounded: packed batches give every micro-batch its own token count T,
+// hence new gemm shapes (M = T) nearly every step. Kept for the run, their
+// primitives (JIT code and oneDNN's bookkeeping, ~70 KiB each, malloc'd by
+// oneDNN and invisible to headroom's allocator) grew the quickstart's
+// resident set by ~30 MiB over 150 steps. Descriptors stay: a plan is asked
+// for its scratchpad by meta and cpu alike, and a descriptor is small.
+// The constructor also sets oneDNN's own primitive cache to hold nothing
+// (dnnl::set_primitive_cache_capacity(0), process-wide): otherwise it keeps
+// every evicted primitive alive up to 1024 entries.
 class GemmPlans {
  public:
+  // Executable primitives kept at most. A training step uses about ten gemm
+  // shapes per distinct token count; this holds several steps' worth.
+  static constexpr size_t kExecutablePrimitives = 64;
+
   GemmPlans();
   GemmPlans(const GemmPlans&) = delete;
   GemmPlans& operator=(const GemmPlans&) = delete;
@@ -56,14 +74,19 @@ class GemmPlans {
   // The scratchpad a cpu gemm of `key` allocates (0: none), from the same
   // cached descriptor cpu executes.
   uint64_t scratchpad_bytes(const GemmKey& key) { return get(key).scratchpad_bytes; }
-  // The executable primitive of a kNative / kWidened plan, made once.
+  // The executable primitive of a kNative / kWidened plan: made on first use
+  // or after eviction, and marked most recent. The reference is valid until
+  // the next call of primitive().
   const dnnl::matmul& primitive(GemmPlan& plan);
   const dnnl::engine& engine() const { return engine_; }
   size_t size() const { return plans_.size(); }
+  // Plans holding an executable primitive now (<= kExecutablePrimitives).
+  size_t executable() const { return recent_.size(); }
 
  private:
   dnnl::engine engine_;
   std::map<GemmKey, GemmPlan> plans_;
+  std::list<GemmKey> recent_;  // keys of plans with a primitive, most recent first
 };
 
 // The host-cpu rule: per call, the widened copies (kWidened) and oneDNN's

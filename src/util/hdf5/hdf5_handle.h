@@ -170,6 +170,8 @@ std::optional<std::string> read_string_attribute(hid_t object, const char* name,
 // An empty 1-D table of `file_type` rows, extendable without limit, chunked
 // by `chunk_rows`, unfiltered: a chunk, once allocated, never moves, which
 // is what keeps a file consistent when a kill lands mid-flush (see the .cc).
+// Its chunk cache holds one chunk (chunk_rows rows): the writer's memory per
+// table is bounded by that, whatever the table's length.
 Hid create_table(hid_t parent, const char* name, hid_t file_type, hsize_t chunk_rows,
                  const std::string& path);
 // Extends the table by `count` rows and writes them from `rows` (laid out as
