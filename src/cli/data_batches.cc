@@ -1,7 +1,7 @@
 // `headroom data batches [EXP.toml]`: the micro-batches an experiment's first
-// steps would train on, per rank, from the same Batcher run_experiment
-// builds — to see bin fill, padding, oversize documents, truncation and the
-// balance across ranks before spending a run.
+// steps would train on, per rank (list_batches(), data/batches.h), from the
+// same Batcher a run builds. This file turns the experiment into the
+// Batcher's options and prints the listing.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
-#include "data/batcher.h"
+#include "data/batches.h"
 #include "data/token_dataset.h"
 #include "data_tools.h"
 #include "embedded_quickstart.h"
@@ -130,29 +130,22 @@ int data_batches(const std::vector<std::string>& args) {
         world_size, static_cast<long long>(options.max_sample_tokens),
         options.shuffle ? "on" : "off", static_cast<unsigned long long>(options.seed));
   }
-  int64_t total_tokens = 0, total_padding = 0, total_batches = 0, worst_rank_tokens = 0;
-  for (int64_t step = 0; step < steps; ++step) {
-    const Cursor cursor = batcher.cursor();
-    const std::vector<std::vector<MicroBatchPlan>> plan = batcher.next_step_plan();
+  const auto print_step = [&](const StepBatches& step) {
+    const std::vector<std::vector<MicroBatchPlan>>& plan = step.ranks;
     nlohmann::ordered_json s;
     if (json) {
-      s["step"] = step + 1;
-      s["epoch"] = cursor.epoch;
+      s["step"] = step.step;
+      s["epoch"] = step.epoch;
       s["ranks"] = nlohmann::ordered_json::array();
     } else {
-      std::printf("step %lld (epoch %lld)\n", static_cast<long long>(step + 1),
-                  static_cast<long long>(cursor.epoch));
+      std::printf("step %lld (epoch %lld)\n", static_cast<long long>(step.step),
+                  static_cast<long long>(step.epoch));
     }
-    int64_t step_max = 0, step_total = 0;
     for (size_t r = 0; r < plan.size(); ++r) {
-      int64_t rank_tokens = 0;
       nlohmann::ordered_json rank_json = {{"rank", r}, {"micro_batches", nlohmann::json::array()}};
       for (size_t m = 0; m < plan[r].size(); ++m) {
         const MicroBatchPlan& b = plan[r][m];
         const int64_t documents = static_cast<int64_t>(b.documents.size());
-        rank_tokens += b.tokens;
-        total_padding += b.padding;
-        ++total_batches;
         if (json) {
           rank_json["micro_batches"].push_back({{"documents", documents},
                                                 {"tokens", b.tokens},
@@ -172,27 +165,24 @@ int data_batches(const std::vector<std::string>& args) {
                     static_cast<long long>(b.padding),
                     packed && b.tokens > budget ? "  (one document over the budget)" : "");
       }
-      rank_json["tokens"] = rank_tokens;
+      rank_json["tokens"] = step.rank_tokens[r];
       if (json) s["ranks"].push_back(rank_json);
-      step_max = std::max(step_max, rank_tokens);
-      step_total += rank_tokens;
     }
-    total_tokens += step_total;
-    worst_rank_tokens += step_max;
     if (json) {
-      s["max_rank_tokens"] = step_max;
+      s["max_rank_tokens"] = step.max_rank_tokens;
       j["steps"].push_back(s);
     } else if (world_size > 1) {
+      const int64_t step_max = step.max_rank_tokens, step_total = step.tokens;
       std::printf("  ranks: most %lld tokens, mean %.0f (%.1f%% of the busiest rank's)\n",
                   static_cast<long long>(step_max), static_cast<double>(step_total) / world_size,
                   100.0 * static_cast<double>(step_total) / world_size /
                       static_cast<double>(std::max<int64_t>(step_max, 1)));
     }
-  }
-  // Balance: the mean rank's tokens over the busiest rank's, summed over the
-  // steps: the fraction of time ranks are not waiting at the reduction.
-  const double balance = static_cast<double>(total_tokens) / world_size /
-                         static_cast<double>(std::max<int64_t>(worst_rank_tokens, 1));
+  };
+  const BatchListingTotals totals = list_batches(batcher, steps, print_step);
+  const int64_t total_tokens = totals.tokens, total_padding = totals.padding,
+                total_batches = totals.micro_batches;
+  const double balance = totals.rank_balance;
   if (json) {
     j["total"] = {{"micro_batches", total_batches},
                   {"tokens", total_tokens},

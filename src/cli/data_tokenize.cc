@@ -1,20 +1,18 @@
 // `headroom data tokenize --tokenizer T [FILE|-] [--json] [--decode]`: the
 // ids of a text under a HuggingFace byte-level BPE tokenizer.json
-// (data/bpe_tokenizer.h), exactly as HF's encode(text, add_special_tokens=
+// (tokenizer/bpe_tokenizer.h), exactly as HF's encode(text, add_special_tokens=
 // False) gives them; with --decode, the text of a list of ids.
 //
 // The whole input is read, then tokenized at once: splitting it (by lines,
 // say) would change the ids where a pre-token spans the cut ("\n\n").
-#include <algorithm>
-#include <cctype>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "data/bpe_tokenizer.h"
+#include "data/token_id_list.h"
 #include "data_tools.h"
+#include "tokenizer/bpe_tokenizer.h"
 #include "util/error.h"
 #include "util/read_file.h"
 
@@ -50,84 +48,6 @@ std::string read_input(const std::string& file) {
   return read_regular_file(file, kMaxTokenizeTextBytes, "text to tokenize");
 }
 
-// Ids separated by white space, or by commas (one between two ids, white
-// space around it allowed), or a JSON array of them; nothing else, so that
-// a cut list ("[72, 101,") is an error, not the ids before the cut.
-std::vector<int32_t> parse_ids(const std::string& text, const std::string& where) {
-  std::vector<int32_t> ids;
-  size_t i = 0;
-  auto skip_space = [&] {
-    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])))
-      ++i;
-  };
-  auto fail = [&](const std::string& expected) -> UsageError {
-    const std::string got =
-        i < text.size() ? "\"" + text.substr(i, 20) + "\"" : std::string("the end of the input");
-    return UsageError(where + ": byte " + std::to_string(i) + ": expected " + expected + ", got " +
-                      got);
-  };
-  auto number = [&] {
-    if (i >= text.size() || text[i] == ',' || text[i] == ']') throw fail("a token id");
-    const size_t start = i;
-    if (i < text.size() && text[i] == '-') ++i;
-    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])))
-      ++i;
-    const std::string digits = text.substr(start, i - start);
-    long long value = 0;
-    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-    const bool separated = i == text.size() || std::isspace(static_cast<unsigned char>(text[i])) ||
-                           text[i] == ',' || text[i] == ']';
-    if (digits.empty() || digits == "-" || !separated) {
-      i = start;
-      while (i < text.size() && !std::isspace(static_cast<unsigned char>(text[i])) &&
-             text[i] != ',' && text[i] != ']')
-        ++i;
-      throw UsageError(where + ": byte " + std::to_string(start) + ": \"" +
-                       text.substr(start, std::min<size_t>(i - start, 20)) +
-                       "\" is not a token id");
-    }
-    if (ec != std::errc() || end != digits.data() + digits.size() || value < 0 || value > INT32_MAX)
-      throw UsageError(where + ": byte " + std::to_string(start) + ": " + digits.substr(0, 20) +
-                       " is not a token id");
-    ids.push_back(static_cast<int32_t>(value));
-  };
-
-  skip_space();
-  const bool array = i < text.size() && text[i] == '[';
-  if (array) {
-    ++i;
-    skip_space();
-    if (i < text.size() && text[i] == ']') {
-      ++i;
-    } else {
-      for (;;) {
-        number();
-        skip_space();
-        if (i < text.size() && text[i] == ']') {
-          ++i;
-          break;
-        }
-        if (i >= text.size() || text[i] != ',') throw fail("',' or ']'");
-        ++i;
-        skip_space();
-      }
-    }
-    skip_space();
-    if (i < text.size()) throw fail("nothing after the array's ']'");
-    return ids;
-  }
-  while (i < text.size()) {
-    number();
-    skip_space();
-    if (i < text.size() && text[i] == ',') {
-      ++i;
-      skip_space();
-      if (i >= text.size()) throw fail("a token id after ','");
-    }
-  }
-  return ids;
-}
-
 }  // namespace
 
 int data_tokenize(const std::vector<std::string>& args) {
@@ -157,7 +77,7 @@ int data_tokenize(const std::vector<std::string>& args) {
   const std::string where = file.empty() || file == "-" ? std::string("<stdin>") : file;
 
   if (decode) {
-    const std::string text = tokenizer.decode(parse_ids(input, where));
+    const std::string text = tokenizer.decode(parse_token_id_list(input, where));
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   }

@@ -1,7 +1,9 @@
 // `headroom data <tool>`: the dataset tools, one file each (data_synth.cc,
 // data_inspect.cc, data_batches.cc, data_convert.cc, data_tokenize.cc), dispatched by
-// data_command.cc. Each takes the arguments after its name, returns an exit code, and throws
-// UsageError naming the option or file it could not use.
+// data_command.cc. Each parses its options, calls the library code of src/data (synth.h,
+// inspect.h, batches.h, convert.h, token_id_list.h) or src/tokenizer, and prints. Each takes
+// the arguments after its name, returns an exit code, and throws UsageError naming the
+// option or file it could not use.
 #pragma once
 
 #include <boost/program_options.hpp>

@@ -58,8 +58,8 @@
 #include <span>
 #include <vector>
 
+#include "data/batch.h"
 #include "data/token_dataset.h"
-#include "model/batch.h"
 
 namespace headroom {
 

@@ -19,7 +19,7 @@
 
 #include "backend/backend.h"
 #include "backend/linear_cross_entropy.h"
-#include "model/batch.h"
+#include "data/batch.h"
 #include "model/group_residency.h"
 #include "model/model_config.h"
 #include "model/param_group.h"

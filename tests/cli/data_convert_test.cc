@@ -380,13 +380,13 @@ TEST_F(DataConvert, AnExistingOutputIsReplacedOnlyWithOverwriteAndOnlyOnSuccess)
 }
 
 // Text through Qwen3's tokenizer.json gives HuggingFace's ids, as recorded
-// in tests/data/tokenizer/reference.json by HF's own tokenizer.
+// in tests/tokenizer/reference.json by HF's own tokenizer.
 TEST_F(DataConvert, TextThroughTheTokenizerGivesHuggingFacesIds) {
   const std::string tokenizer = HEADROOM_QWEN3_TOKENIZER;
   ASSERT_TRUE(fs::exists(tokenizer))
       << tokenizer << " is missing: run scripts/fetch-test-assets.sh";
   const nlohmann::json reference = nlohmann::json::parse(
-      slurp(fs::path(HEADROOM_SOURCE_DIR) / "tests/data/tokenizer/reference.json"));
+      slurp(fs::path(HEADROOM_SOURCE_DIR) / "tests/tokenizer/reference.json"));
   std::vector<std::vector<int32_t>> expected;
   {
     std::ofstream out(dir_ / "text.jsonl");

@@ -28,9 +28,9 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "data/batch.h"
 #include "memory/allocator.h"
 #include "memory/segment_source.h"
-#include "model/batch.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
 #include "model/weights.h"

@@ -1,4 +1,4 @@
-#include "data/unicode_text.h"
+#include "tokenizer/unicode_text.h"
 
 #include <unicode/bytestream.h>
 #include <unicode/normalizer2.h>

@@ -17,7 +17,7 @@
 // Patterns are written for Oniguruma (HF) and compiled by ICU. The two agree
 // on what these tokenizers use: \s is White_Space in both (so U+0085 and
 // U+00A0 are spaces), \p{L} / \p{N} are general categories, (?i:...) folds
-// case, (?!...) looks ahead. tests/data/test_bpe_tokenizer.cc checks that on
+// case, (?!...) looks ahead. tests/tokenizer/test_bpe_tokenizer.cc checks that on
 // random text of many scripts against HF's own ids.
 //
 // ICU's matcher backtracks, so a pattern like (a*)*b takes exponential time

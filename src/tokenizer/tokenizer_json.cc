@@ -1,4 +1,4 @@
-#include "data/tokenizer_json.h"
+#include "tokenizer/tokenizer_json.h"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>

@@ -1,15 +1,15 @@
-#include "data/bpe_tokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
 
 #include <algorithm>
 #include <array>
 #include <optional>
 
-#include "data/added_tokens.h"
-#include "data/bpe_model.h"
-#include "data/byte_level.h"
-#include "data/pre_tokenizer.h"
-#include "data/tokenizer_json.h"
-#include "data/unicode_text.h"
+#include "tokenizer/added_tokens.h"
+#include "tokenizer/bpe_model.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/tokenizer_json.h"
+#include "tokenizer/unicode_text.h"
 #include "util/error.h"
 
 namespace headroom {

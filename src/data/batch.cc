@@ -1,4 +1,4 @@
-#include "model/batch.h"
+#include "data/batch.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "data/bpe_model.h"
+#include "tokenizer/bpe_model.h"
 
 #include <queue>
 

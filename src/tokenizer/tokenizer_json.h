@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "data/added_tokens.h"
-#include "data/pre_tokenizer.h"
+#include "tokenizer/added_tokens.h"
+#include "tokenizer/pre_tokenizer.h"
 
 namespace headroom {
 

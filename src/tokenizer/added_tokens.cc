@@ -1,8 +1,8 @@
-#include "data/added_tokens.h"
+#include "tokenizer/added_tokens.h"
 
 #include <algorithm>
 
-#include "data/unicode_text.h"
+#include "tokenizer/unicode_text.h"
 
 namespace headroom {
 

@@ -1,4 +1,4 @@
-#include "data/pre_tokenizer.h"
+#include "tokenizer/pre_tokenizer.h"
 
 #include <unicode/regex.h>
 #include <unicode/utext.h>

@@ -1,4 +1,4 @@
-#include "data/byte_level.h"
+#include "tokenizer/byte_level.h"
 
 #include <array>
 

@@ -3,7 +3,7 @@
 // sample.txt whole, 560 random strings of many scripts and spaces) and for
 // two handmade tokenizers (tiny_*.json: the GPT-2 ByteLevel path,
 // add_prefix_space, ignore_merges, lstrip / rstrip / single_word tokens),
-// all made by tests/data/tokenizer/make_reference.mjs. Then the errors, and
+// all made by tests/tokenizer/make_reference.mjs. Then the errors, and
 // `headroom data tokenize` end to end.
 //
 // The Qwen3 tokenizer.json (11 MB) is not in the repository:
@@ -26,8 +26,8 @@
 #include <utility>
 #include <vector>
 
-#include "data/bpe_tokenizer.h"
-#include "data/pre_tokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/pre_tokenizer.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -36,7 +36,7 @@ using nlohmann::json;
 namespace headroom {
 namespace {
 
-const std::string kFixtures = HEADROOM_SOURCE_DIR "/tests/data/tokenizer/";
+const std::string kFixtures = HEADROOM_SOURCE_DIR "/tests/tokenizer/";
 
 std::string slurp(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
