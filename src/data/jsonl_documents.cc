@@ -14,6 +14,7 @@
 
 #include "util/bytes.h"
 #include "util/error.h"
+#include "util/json_error.h"
 
 namespace headroom {
 
@@ -38,22 +39,6 @@ std::string in_quotes(std::string_view text) {
   constexpr size_t kShown = 40;
   if (text.size() <= kShown) return "\"" + std::string(text) + "\"";
   return "\"" + std::string(text.substr(0, kShown)) + "...\"";
-}
-
-// "[json.exception.parse_error.101] parse error at line 1, column 6: syntax
-// error while parsing value - invalid literal; last read: '[1,2x'" without the
-// parts that only repeat (or, for "line 1", contradict) our own position.
-std::string parse_error_detail(const std::string& what) {
-  std::string detail = what;
-  if (detail.rfind("[json.exception.", 0) == 0) {
-    const size_t close = detail.find("] ");
-    if (close != std::string::npos) detail = detail.substr(close + 2);
-  }
-  if (detail.rfind("parse error at line ", 0) == 0) {
-    const size_t colon = detail.find(": ");
-    if (colon != std::string::npos) detail = detail.substr(colon + 2);
-  }
-  return detail;
 }
 
 enum class Field { kOther, kIds, kMask, kLabels, kText };
@@ -231,8 +216,8 @@ class RecordSax {
     return true;
   }
   bool parse_error(std::size_t position, const std::string&, const json::exception& e) {
-    error =
-        "invalid JSON at byte " + std::to_string(position) + ": " + parse_error_detail(e.what());
+    error = "invalid JSON at byte " + std::to_string(position) + ": " +
+            split_json_error(e.what()).detail;
     return false;
   }
 

@@ -1,10 +1,10 @@
 #include "data/token_dataset_writer.h"
 
-#include <cstdio>
-#include <filesystem>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/hdf5/hdf5_handle.h"
 
@@ -56,7 +56,9 @@ void append(hid_t dataset, hid_t mem_type, const void* data, int64_t& written, s
 
 struct TokenDatasetWriter::State {
   std::string path;
-  std::string tmp_path;
+  // Created first, before HDF5 opens it by name (with H5F_ACC_TRUNC, as it
+  // is empty); it outlives the HDF5 handles below.
+  std::optional<AtomicFileWriter> temp;
   TokenDatasetAttributes attributes;
   bool with_mask = false;
   bool finished = false;
@@ -105,7 +107,7 @@ struct TokenDatasetWriter::State {
     tokens.reset();
     file.reset();
     H5Eclear2(H5E_DEFAULT);
-    std::remove(tmp_path.c_str());
+    temp.reset();  // removes the temporary
   }
 };
 
@@ -114,15 +116,17 @@ TokenDatasetWriter::TokenDatasetWriter(std::string path, TokenDatasetAttributes 
     : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.path = std::move(path);
-  s.tmp_path = s.path + ".tmp";
   s.attributes = std::move(attributes);
   s.with_mask = with_loss_mask;
   if (s.attributes.vocab_size < 1)
     throw UsageError(s.path + ": vocab_size = " + std::to_string(s.attributes.vocab_size) +
                      ": a token dataset needs a vocabulary of at least 1");
+  s.temp.emplace(s.path);
+  const std::string& temp_path = s.temp->temp_path();
   QuietHdf5Errors quiet;
-  s.file = Hid(check_usage(H5Fcreate(s.tmp_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
-                           s.path, "cannot create token dataset " + s.tmp_path));
+  // A failure here throws past the destructor; ~State removes the temporary.
+  s.file = Hid(check_usage(H5Fcreate(temp_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT),
+                           s.path, "cannot create token dataset " + temp_path));
   try {
     s.tokens = create_vector(s.file.get(), "tokens", H5T_STD_I32LE, kTokenChunk, s.path);
     s.offsets = create_vector(s.file.get(), "offsets", H5T_STD_I64LE, kOffsetChunk, s.path);
@@ -216,13 +220,9 @@ void TokenDatasetWriter::finish() {
   closed = s.offsets.reset() && closed;
   closed = s.tokens.reset() && closed;
   closed = s.file.reset() && closed;
-  if (!closed) hdf5::fail_internal(s.path, "cannot close token dataset " + s.tmp_path);
-  // rename() within one folder replaces `path` atomically: a reader sees the
-  // old file or the whole new one, never a prefix.
-  std::error_code error;
-  std::filesystem::rename(s.tmp_path, s.path, error);
-  if (error)
-    throw UsageError(s.path + ": cannot rename " + s.tmp_path + " into place: " + error.message());
+  if (!closed) hdf5::fail_internal(s.path, "cannot close token dataset " + s.temp->temp_path());
+  // A reader sees the old file or the whole new one, never a prefix.
+  s.temp->commit();
   s.finished = true;
 }
 

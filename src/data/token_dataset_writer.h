@@ -3,10 +3,12 @@
 //
 // The datasets are chunked, extendable and deflate-compressed (token ids
 // compress ~2-3x). Nothing appears at `path` until finish(): the file is
-// written as `path`.tmp and renamed, so a killed writer never leaves a
-// half-written dataset that a training run could open, and an existing
-// `path` stays byte-identical until the rename. A writer destroyed without
-// finish() (after any error) removes its .tmp file.
+// written to a temporary beside it ("<path>.tmp-<pid>-<n>", an
+// AtomicFileWriter of util/atomic_file.h), flushed to disk and renamed, so a
+// killed writer never leaves a half-written dataset that a training run could
+// open, an existing `path` stays byte-identical until the rename, and two
+// writers of one path never share a temporary. A writer destroyed without
+// finish() (after any error) removes its temporary.
 //
 // A full disk (ENOSPC, EDQUOT, or EFBIG from RLIMIT_FSIZE), wherever it
 // strikes, is a UsageError "<path>: <what>: No space left on device (disk
@@ -46,7 +48,8 @@ class TokenDatasetWriter {
   int64_t num_documents() const;
   int64_t num_tokens() const;
 
-  // Flushes, writes the attributes, closes and renames `path`.tmp to `path`.
+  // Flushes, writes the attributes, closes, and renames the temporary to
+  // `path`.
   void finish();
 
  private:

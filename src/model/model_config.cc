@@ -11,6 +11,7 @@
 
 #include "config/text.h"
 #include "util/error.h"
+#include "util/json_error.h"
 
 namespace headroom {
 
@@ -183,23 +184,6 @@ class HfFields {
   const nlohmann::json& root_;
 };
 
-// "at byte 42 (line 3, column 1): <what>" from nlohmann's
-// "[json.exception.parse_error.101] parse error at line 3, column 1: <what>",
-// so the message does not repeat itself.
-std::string syntax_error_text(const nlohmann::json::parse_error& error) {
-  std::string_view what = error.what();
-  constexpr std::string_view kMarker = "parse error at ";
-  const size_t at = what.find(kMarker);
-  if (at != std::string_view::npos) what.remove_prefix(at + kMarker.size());
-  std::string where;
-  const size_t colon = what.find(": ");
-  if (colon != std::string_view::npos) {
-    where = " (" + std::string(what.substr(0, colon)) + ")";
-    what.remove_prefix(colon + 2);
-  }
-  return "at byte " + std::to_string(error.byte) + where + ": " + std::string(what);
-}
-
 std::string read_text_file(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) throw UsageError(path + ": cannot open: " + std::strerror(errno));
@@ -313,7 +297,7 @@ ModelConfig load_hf_config(const std::string& path) {
   try {
     root = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& error) {
-    throw UsageError(path + ": JSON syntax error " + syntax_error_text(error));
+    throw_json_syntax_error(path, error.what(), error.byte);
   }
   if (!root.is_object())
     throw UsageError(path + ": expected a JSON object (a Hugging Face config.json), got " +

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +17,7 @@
 #include "config/text.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/json_error.h"
 
 namespace headroom {
 
@@ -59,24 +59,6 @@ std::string describe(const nlohmann::json& value) {
   std::string text = value.dump();
   if (text.size() > 80) text = text.substr(0, 77) + "...";
   return text;
-}
-
-// "at byte 42 (line 3, column 1): <what>" from nlohmann's
-// "[json.exception.parse_error.101] parse error at line 3, column 1: <what>".
-// `of` names what the byte count is relative to when it is not the whole file.
-std::string syntax_error_text(const nlohmann::json::parse_error& error,
-                              const std::string& of = "") {
-  std::string_view what = error.what();
-  constexpr std::string_view kMarker = "parse error at ";
-  const size_t at = what.find(kMarker);
-  if (at != std::string_view::npos) what.remove_prefix(at + kMarker.size());
-  std::string where;
-  const size_t colon = what.find(": ");
-  if (colon != std::string_view::npos) {
-    where = " (" + std::string(what.substr(0, colon)) + ")";
-    what.remove_prefix(colon + 2);
-  }
-  return "at byte " + std::to_string(error.byte) + of + where + ": " + std::string(what);
 }
 
 // "<path>: <what>: <strerror>", with "(disk full)" for ENOSPC, EDQUOT, EFBIG.
@@ -220,8 +202,7 @@ ParsedFile parse_file(const std::string& path) {
   try {
     root = nlohmann::json::parse(header);
   } catch (const nlohmann::json::parse_error& error) {
-    throw UsageError(path + ": header: JSON syntax error " +
-                     syntax_error_text(error, " of the header"));
+    throw_json_syntax_error(path + ": header", error.what(), error.byte, " of the header");
   }
   if (!root.is_object())
     throw UsageError(path + ": header: expected a JSON object, got " + describe(root));
@@ -382,7 +363,7 @@ SafetensorsIndex SafetensorsIndex::open(const std::string& path) {
     try {
       root = nlohmann::json::parse(read_text(index_json));
     } catch (const nlohmann::json::parse_error& error) {
-      throw UsageError(index_json + ": JSON syntax error " + syntax_error_text(error));
+      throw_json_syntax_error(index_json, error.what(), error.byte);
     }
     if (!root.is_object() || !root.contains("weight_map") || !root["weight_map"].is_object())
       throw UsageError(
@@ -475,19 +456,9 @@ void SafetensorsIndex::read_raw(const SafetensorsEntry& entry, void* dst) const 
 // --- writing ------------------------------------------------------------------
 
 SafetensorsWriter::SafetensorsWriter(std::string path, std::map<std::string, std::string> metadata)
-    : path_(std::move(path)), metadata_(std::move(metadata)) {
-  // Unique per process and writer, so two writers never share a temporary.
-  static std::atomic<uint64_t> counter{0};
-  temp_path_ =
-      path_ + ".partial-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
-  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd_ < 0) io_error(temp_path_, "cannot create");
-}
+    : path_(std::move(path)), file_(path_), metadata_(std::move(metadata)) {}
 
-SafetensorsWriter::~SafetensorsWriter() {
-  if (fd_ >= 0) ::close(fd_);
-  if (!finished_) ::unlink(temp_path_.c_str());
-}
+SafetensorsWriter::~SafetensorsWriter() = default;
 
 void SafetensorsWriter::declare(const std::string& name, DType dtype, std::vector<int64_t> shape) {
   declare(name, to_safetensors(dtype), std::move(shape));
@@ -537,16 +508,7 @@ void SafetensorsWriter::start_data() {
 }
 
 void SafetensorsWriter::append(const void* data, uint64_t nbytes) {
-  const auto* in = static_cast<const char*>(data);
-  while (nbytes > 0) {
-    const ssize_t put = ::write(fd_, in, nbytes);
-    if (put < 0) {
-      if (errno == EINTR) continue;
-      io_error(path_, "cannot write");
-    }
-    in += put;
-    nbytes -= static_cast<uint64_t>(put);
-  }
+  file_.write(data, nbytes);
 }
 
 void SafetensorsWriter::write(const std::string& name, const void* data) {
@@ -580,19 +542,8 @@ void SafetensorsWriter::finish() {
   HR_CHECK(
       current_ == declared_.size(),
       "finish() before tensor " + quote(declared_[current_].name) + " was written to " + path_);
-  // A full disk may show only here (delayed allocation, NFS, quotas).
-  if (::fsync(fd_) != 0) io_error(path_, "cannot write");
-  const int fd = fd_;
-  fd_ = -1;
-  if (::close(fd) != 0) io_error(path_, "cannot write");
-  if (::rename(temp_path_.c_str(), path_.c_str()) != 0)
-    io_error(path_, "cannot rename " + temp_path_ + " into place");
+  file_.commit();
   finished_ = true;
-  // Make the rename itself durable; a failure here leaves a complete file, so
-  // it is not worth an error.
-  const std::string folder = std::filesystem::path(path_).parent_path().string();
-  Fd dir(folder.empty() ? "." : folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir.get() >= 0) ::fsync(dir.get());
 }
 
 }  // namespace headroom

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tensor/dtype.h"
+#include "util/atomic_file.h"
 
 namespace headroom {
 
@@ -99,10 +100,10 @@ class SafetensorsIndex {
 // Writes one .safetensors file without holding the weights: declare every
 // tensor first (the header needs all offsets), then write each one's bytes in
 // declaration order, whole or in consecutive parts, then finish(). The file
-// appears at `path` only when finish() succeeds (it is written to a temporary
-// beside it, flushed to disk, then renamed), so a crash never leaves a
-// truncated checkpoint under the real name. Destroying an unfinished writer
-// removes the temporary.
+// appears at `path` only when finish() succeeds (it is written through a
+// util/atomic_file.h AtomicFileWriter: a temporary beside it, flushed to
+// disk, then renamed), so a crash never leaves a truncated checkpoint under
+// the real name. Destroying an unfinished writer removes the temporary.
 //
 // The header lists tensors sorted by name (JSON object order); the data lies
 // in declaration order. Misuse (a duplicate name, writing out of order, more
@@ -140,10 +141,9 @@ class SafetensorsWriter {
   void append(const void* data, uint64_t nbytes);
 
   std::string path_;
-  std::string temp_path_;
+  AtomicFileWriter file_;
   std::map<std::string, std::string> metadata_;
   std::vector<Declared> declared_;
-  int fd_ = -1;
   bool header_written_ = false;
   bool finished_ = false;
   size_t current_ = 0;         // index in declared_ of the tensor being written

@@ -16,6 +16,7 @@
 #include "model/safetensors.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/json_error.h"
 
 namespace headroom {
 
@@ -283,7 +284,7 @@ void check_adapter_config(const LoraOptions& lora, const std::string& dir) {
   try {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::parse_error& e) {
-    throw UsageError(path + ": not JSON: " + e.what());
+    throw_json_syntax_error(path, e.what(), e.byte);
   }
   auto differs = [&](const char* key, const std::string& expected) {
     throw UsageError(path + ": " + key + " is " + (j.contains(key) ? j[key].dump() : "missing") +

@@ -9,6 +9,7 @@
 #include "model/safetensors.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/json_error.h"
 
 namespace fs = std::filesystem;
 
@@ -114,7 +115,7 @@ TrainState read_train_state(const std::string& dir) {
   try {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::parse_error& e) {
-    throw UsageError(path + ": not JSON: " + e.what());
+    throw_json_syntax_error(path, e.what(), e.byte);
   }
   if (integer_at(j, "format_version", path) != kFormatVersion)
     throw UsageError(path + ": format_version " + j["format_version"].dump() +

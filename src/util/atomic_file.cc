@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "util/error.h"
 
@@ -25,68 +26,78 @@ void throw_file_error(const std::string& path, const std::string& what, int erro
   throw UsageError(file_error_message(path, what, error_number));
 }
 
-namespace {
-
-// The temporary beside `path`, open for writing. Created with O_EXCL under a
-// name with this process's id, so a concurrent writer (or a temporary left
-// by a killed one) makes us pick the next name instead of sharing a file.
-int create_temporary(const std::string& path, std::string& temp) {
+AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
+  // O_EXCL under a name with this process's id: a concurrent writer (or a
+  // temporary left by a killed one) makes us pick the next name instead of
+  // sharing a file, without any counter shared between writers.
   constexpr int kAttempts = 100;
-  const std::string stem = path + ".tmp-" + std::to_string(::getpid()) + "-";
+  const std::string stem = path_ + ".tmp-" + std::to_string(::getpid()) + "-";
   for (int n = 0; n < kAttempts; ++n) {
-    temp = stem + std::to_string(n);
-    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) return fd;
-    if (errno != EEXIST) throw_file_error(path, "cannot create " + temp, errno);
+    temp_path_ = stem + std::to_string(n);
+    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd_ >= 0) return;
+    if (errno != EEXIST) throw_file_error(path_, "cannot create " + temp_path_, errno);
   }
-  throw UsageError(path + ": cannot create a temporary beside it: " + stem + "0.." +
+  throw UsageError(path_ + ": cannot create a temporary beside it: " + stem + "0.." +
                    std::to_string(kAttempts - 1) + " all exist");
 }
 
-// Writes all of `contents`, returning 0 or the errno of the failed call.
-int write_all(int fd, std::string_view contents) {
-  const char* next = contents.data();
-  size_t left = contents.size();
-  while (left > 0) {
-    const ssize_t put = ::write(fd, next, left);
+AtomicFileWriter::~AtomicFileWriter() {
+  if (!committed_) remove_temporary();
+}
+
+void AtomicFileWriter::remove_temporary() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  ::unlink(temp_path_.c_str());
+}
+
+void AtomicFileWriter::write(const void* data, size_t nbytes) {
+  HR_CHECK(fd_ >= 0, "write to " + path_ + " after commit() or a failed commit()");
+  const char* next = static_cast<const char*>(data);
+  while (nbytes > 0) {
+    const ssize_t put = ::write(fd_, next, nbytes);
     if (put < 0) {
       if (errno == EINTR) continue;
-      return errno;
+      throw_file_error(path_, "cannot write", errno);
     }
     // A short write on a filling disk: the next call reports why.
     next += put;
-    left -= static_cast<size_t>(put);
+    nbytes -= static_cast<size_t>(put);
   }
-  return 0;
 }
 
-}  // namespace
-
-void write_file_atomically(const std::string& path, std::string_view contents) {
-  std::string temp;
-  const int fd = create_temporary(path, temp);
+void AtomicFileWriter::commit() {
+  HR_CHECK(fd_ >= 0, "commit() of " + path_ + " twice, or after a failed commit()");
   // Every failure below ends here: the temporary goes, `path` is untouched.
   auto fail = [&](const std::string& what, int error_number) {
-    ::unlink(temp.c_str());
-    throw_file_error(path, what, error_number);
+    remove_temporary();
+    throw_file_error(path_, what, error_number);
   };
-  int error_number = write_all(fd, contents);
   // Without fsync a machine crash after the rename can leave an empty file
-  // under the real name (delayed allocation on ext4/xfs); NFS and quotas may
-  // also report a full disk only here or at close.
-  if (error_number == 0 && ::fsync(fd) != 0) error_number = errno;
-  if (::close(fd) != 0 && error_number == 0) error_number = errno;
+  // under the real name (delayed allocation on ext4/xfs). fsync flushes the
+  // file, not the descriptor: it covers what a library wrote by name too.
+  int error_number = ::fsync(fd_) != 0 ? errno : 0;
+  if (::close(fd_) != 0 && error_number == 0) error_number = errno;
+  fd_ = -1;
   if (error_number != 0) fail("cannot write", error_number);
-  if (::rename(temp.c_str(), path.c_str()) != 0)
-    fail("cannot rename " + temp + " into place", errno);
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0)
+    fail("cannot rename " + temp_path_ + " into place", errno);
+  committed_ = true;
   // Make the rename durable too; the file is complete either way, so a
   // failure here is not worth an error.
-  const std::string folder = std::filesystem::path(path).parent_path().string();
+  const std::string folder = std::filesystem::path(path_).parent_path().string();
   const int dir = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
     ::fsync(dir);
     ::close(dir);
   }
+}
+
+void write_file_atomically(const std::string& path, std::string_view contents) {
+  AtomicFileWriter file(path);
+  file.write(contents);
+  file.commit();
 }
 
 }  // namespace headroom

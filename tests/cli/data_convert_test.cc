@@ -15,6 +15,7 @@
 
 #include "cli_harness.h"
 #include "data/token_dataset.h"
+#include "test_util/temporaries.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -66,10 +67,10 @@ class DataConvert : public testing::ScratchFolder {
     ASSERT_EQ(gzclose(gz), Z_OK);
   }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  // Nothing at OUT, and no OUT.tmp either.
+  // Nothing at OUT, and no temporary beside it either.
   void expect_nothing_written(const std::string& name) {
     EXPECT_FALSE(fs::exists(dir_ / name)) << name;
-    EXPECT_FALSE(fs::exists(dir_ / (name + ".tmp"))) << name << ".tmp";
+    EXPECT_TRUE(testing::temporaries_of(dir_ / name).empty()) << name;
   }
   // ~`tokens` random ids in documents of up to 2000 tokens, as JSONL.
   std::string big_corpus(int64_t tokens, uint64_t seed) {
@@ -337,7 +338,7 @@ TEST_F(DataConvert, EachBadLineIsAUsageErrorNamingFileLineFieldAndIndex) {
       << r.err;
   expect_nothing_written("out.h5");
 
-  // Far into the file, after the writer has flushed tokens to OUT.tmp.
+  // Far into the file, after the writer has flushed tokens to its temporary.
   write("late.jsonl", big_corpus(1500000, 1) + "{\"input_ids\": [1, 32000]}\n");
   r = run("convert late.jsonl out.h5 --vocab 32000");
   EXPECT_EQ(r.code, 2);
@@ -369,14 +370,14 @@ TEST_F(DataConvert, AnExistingOutputIsReplacedOnlyWithOverwriteAndOnlyOnSuccess)
     r = run(args);
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_EQ(slurp(dir_ / "out.h5"), before) << "an existing OUT is untouched by a failure";
-    EXPECT_FALSE(fs::exists(dir_ / "out.h5.tmp"));
+    EXPECT_TRUE(testing::temporaries_of(dir_ / "out.h5").empty());
   }
 
   r = run("convert b.jsonl out.h5 --vocab 10 --overwrite");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(slurp(dir_ / "out.h5"), before);
   EXPECT_EQ(TokenDataset::open(path("out.h5"), 10).num_documents(), 2);
-  EXPECT_FALSE(fs::exists(dir_ / "out.h5.tmp"));
+  EXPECT_TRUE(testing::temporaries_of(dir_ / "out.h5").empty());
 }
 
 // Text through Qwen3's tokenizer.json gives HuggingFace's ids, as recorded

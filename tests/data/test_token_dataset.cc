@@ -12,6 +12,7 @@
 #include "data/token_dataset.h"
 #include "data/token_dataset_writer.h"
 #include "data_test_util.h"
+#include "test_util/temporaries.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -20,6 +21,7 @@ namespace {
 using testing::expect_contains;
 using testing::RawDataset;
 using testing::TempDir;
+using testing::temporaries_of;
 using testing::usage_error;
 
 // Writes `raw` and returns the UsageError that opening it raises.
@@ -310,7 +312,7 @@ TEST(TokenDatasetWriter, RoundTripAcrossFlushesWithMask) {
     EXPECT_FALSE(std::filesystem::exists(path)) << "visible before finish()";
     writer.finish();
   }
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_TRUE(temporaries_of(path).empty());
 
   TokenDataset dataset = TokenDataset::open(path, 50000);
   EXPECT_EQ(dataset.attributes(), sample_attributes());
@@ -360,10 +362,10 @@ TEST(TokenDatasetWriter, AbandonedWriterLeavesNothing) {
   {
     TokenDatasetWriter writer(path, sample_attributes());
     writer.append_document(std::vector<int32_t>{1, 2, 3});
-    EXPECT_TRUE(std::filesystem::exists(path + ".tmp"));
+    EXPECT_EQ(temporaries_of(path).size(), 1u);
   }
   EXPECT_FALSE(std::filesystem::exists(path));
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_TRUE(temporaries_of(path).empty());
 }
 
 TEST(TokenDatasetWriter, FinishReplacesAnExistingFileWhole) {

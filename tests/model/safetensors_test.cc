@@ -458,9 +458,10 @@ TEST(SafetensorsWriter, MisuseIsAnInternalError) {
 }
 
 TEST(SafetensorsWriter, UncreatableFileIsAUsageError) {
-  EXPECT_EQ(error_of([] {
-              SafetensorsWriter w("/nonexistent-dir/w.safetensors");
-            }).rfind("/nonexistent-dir/w.safetensors.partial-", 0),
+  EXPECT_EQ(error_of([] { SafetensorsWriter w("/nonexistent-dir/w.safetensors"); })
+                .rfind("/nonexistent-dir/w.safetensors: cannot create "
+                       "/nonexistent-dir/w.safetensors.tmp-",
+                       0),
             0u);
 }
 

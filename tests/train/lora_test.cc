@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <random>
 #include <string>
 
@@ -247,6 +248,20 @@ TEST(Lora, AdaptersSavedInPeftsLayoutLoadBackExactly) {
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("adapter_config.json: r is 3"), std::string::npos)
         << e.what();
+  }
+  // One that is not JSON: where it stops being JSON (util/json_error.h).
+  {
+    std::ofstream out(scratch.file("adapter_config.json"), std::ios::trunc);
+    out << "{\"r\": 3,, }";
+  }
+  try {
+    load_adapter(*c.backend, wrong, scratch.path());
+    FAIL() << "a broken adapter_config.json was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), scratch.file("adapter_config.json") +
+                                         ": JSON syntax error at byte 9 (line 1, column 9): "
+                                         "syntax error while parsing object key - unexpected "
+                                         "','; expected string literal");
   }
 }
 

@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 
+#include "test_util/temp_dir.h"
 #include "train/lr_schedule.h"
+#include "train/train_state.h"
+#include "util/error.h"
 
 namespace headroom {
 namespace {
@@ -222,6 +226,31 @@ TEST(Trainer, LossFallsToTheEntropyOfAMarkovSource) {
   RecordProperty("entropy", std::to_string(entropy));
   EXPECT_LT(tail, entropy + 0.15) << "entropy " << entropy << ", final loss " << tail;
   EXPECT_GT(tail, entropy - 0.1) << "no model beats the source's entropy by much on fresh data";
+}
+
+}  // namespace
+}  // namespace headroom
+
+namespace headroom {
+namespace {
+
+// A trainer_state.json that is not JSON names the file and where it stops
+// being JSON (util/json_error.h).
+TEST(TrainState, ABrokenTrainerStateNamesTheFileAndTheByte) {
+  testing::TempDir dir;
+  {
+    std::ofstream out(dir.file("trainer_state.json"));
+    out << "{\"format_version\": 1, \"step\": }";
+  }
+  try {
+    read_train_state(dir.path());
+    FAIL() << "read a broken trainer_state.json";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), dir.file("trainer_state.json") +
+                                         ": JSON syntax error at byte 31 (line 1, column 31): "
+                                         "syntax error while parsing value - unexpected '}'; "
+                                         "expected '[', '{', or a literal");
+  }
 }
 
 }  // namespace
