@@ -10,7 +10,7 @@
 // a few of the longest documents plus the writer's ~5 MiB of buffers,
 // whatever the corpus size.
 //
-// All or nothing: the dataset is written as OUT.tmp and renamed at the end,
+// All or nothing: the dataset is written as OUT.tmp-<pid>-<n> and renamed at the end,
 // so any error — a bad line anywhere in the file — leaves no OUT and an
 // existing OUT (with overwrite) untouched.
 //

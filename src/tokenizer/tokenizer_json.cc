@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.h"
+#include "util/json_error.h"
 #include "util/read_file.h"
 
 namespace headroom {
@@ -237,7 +238,7 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
   try {
     root = json::parse(text);
   } catch (const json::parse_error& e) {
-    throw UsageError(file + ": invalid JSON at byte " + std::to_string(e.byte) + ": " + e.what());
+    throw_json_syntax_error(file, e.what(), e.byte);
   }
   const Reader r(file);
   TokenizerJson out;

@@ -292,7 +292,7 @@ TEST_F(BadTokenizerJson, MissingFileNamesIt) {
 TEST_F(BadTokenizerJson, InvalidJsonNamesTheByte) {
   write(dir_ / "t.json", "{\"model\": {\"type\": \"BPE\",, }}");
   const std::string e = usage_error([&] { BpeTokenizer::load(file()); });
-  EXPECT_CONTAINS(e, file() + ": invalid JSON at byte 26");
+  EXPECT_CONTAINS(e, file() + ": JSON syntax error at byte 26 (line 1, column 26): ");
 }
 
 TEST_F(BadTokenizerJson, NamesTheKey) {
