@@ -120,20 +120,23 @@ int main(int argc, char** argv) {
   // Budgets alike: 1024 tokens per micro-batch, two micro-batches a step
   // (plain padded: 4 rows, about the budget at the mixes' means).
   const std::vector<Mode> modes = {
-      {"packed", {"batch.mode=\"packed\"", "batch.max_tokens_per_micro_batch=1024",
-                  "batch.grad_accum=2"}},
+      {"packed",
+       {"batch.mode=\"packed\"", "batch.max_tokens_per_micro_batch=1024", "batch.grad_accum=2"}},
       {"padded", {"batch.mode=\"padded\"", "batch.micro_batch_size=4", "batch.grad_accum=2"}},
-      {"bucketed", {"batch.mode=\"padded\"", "batch.buckets=\"auto\"",
-                    "batch.max_tokens_per_micro_batch=1024", "batch.grad_accum=2"}},
-      {"bucketed-longest", {"batch.mode=\"padded\"", "batch.buckets=\"auto\"",
-                            "batch.pad_to=\"longest\"", "batch.max_tokens_per_micro_batch=1024",
-                            "batch.grad_accum=2"}},
+      {"bucketed",
+       {"batch.mode=\"padded\"", "batch.buckets=\"auto\"", "batch.max_tokens_per_micro_batch=1024",
+        "batch.grad_accum=2"}},
+      {"bucketed-longest",
+       {"batch.mode=\"padded\"", "batch.buckets=\"auto\"", "batch.pad_to=\"longest\"",
+        "batch.max_tokens_per_micro_batch=1024", "batch.grad_accum=2"}},
   };
-  std::printf("Qwen3 width 128 x 2 blocks (fp32, cpu), %d steps of 2 micro-batches, 200 documents "
-              "per corpus; figures over the steps after the first\n\n",
-              steps);
-  std::printf("| lengths | batches | padding | target tok/s | processed tok/s | micro-batch "
-              "tokens | peak allocated |\n");
+  std::printf(
+      "Qwen3 width 128 x 2 blocks (fp32, cpu), %d steps of 2 micro-batches, 200 documents "
+      "per corpus; figures over the steps after the first\n\n",
+      steps);
+  std::printf(
+      "| lengths | batches | padding | target tok/s | processed tok/s | micro-batch "
+      "tokens | peak allocated |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const Mix& mix : mixes)
     for (const Mode& mode : modes) {
