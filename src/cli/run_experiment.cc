@@ -64,6 +64,22 @@ std::string plan_verdict(const RunResult& result) {
       out += "    " + line.name + " " + format_bytes(line.bytes) + "\n";
     out += "  the allocator gets " + format_bytes_exact(capacity) + "\n";
   }
+  if (result.peak_shape) {
+    // Padded batches: the shape behind the peak is what to change to lower it.
+    const RunResult::PeakShape& shape = *result.peak_shape;
+    out += "  peak set at step " + std::to_string(shape.step) + " by a micro-batch of " +
+           std::to_string(shape.rows) + " x " + std::to_string(shape.width) + " tokens";
+    if (shape.bucket >= 0)
+      out += ", bucket " + std::to_string(shape.bucket) +
+             " (<= " + std::to_string(result.buckets[static_cast<size_t>(shape.bucket)]) +
+             " tokens) of " + std::to_string(result.buckets.size());
+    out += "\n";
+    const int64_t last = static_cast<int64_t>(result.buckets.size()) - 1;
+    if (last >= 0 && result.largest_bucket_seen < last)
+      out += "  note: no planned step reached the last bucket (<= " +
+             std::to_string(result.buckets.back()) +
+             " tokens), whose shape may peak higher: plan more run.steps\n";
+  }
   if (capacity == 0)
     out +=
         "  no memory.device or memory.device_capacity set: nothing to check the peak "
@@ -94,11 +110,15 @@ class PrintingObserver : public RunObserver {
 
   void on_started(const RunSettings& s, double entropy) override {
     planning_ = s.backend == BackendKind::kMeta;
+    padded_ = s.batch.mode == BatchOptions::Mode::kPadded;
     if (!out_) return;
     const std::string micro_batch =
         s.batch.mode == BatchOptions::Mode::kPacked
             ? std::to_string(s.batch.max_tokens_per_micro_batch) + " tokens"
-            : std::to_string(s.batch.micro_batch_size) + " padded rows";
+        : s.batch.buckets.empty() && !s.batch.auto_buckets
+            ? std::to_string(s.batch.micro_batch_size) + " padded rows"
+            : "bucketed padded rows of <= " + std::to_string(s.batch.max_tokens_per_micro_batch) +
+                  " tokens";
     std::fprintf(out_, "headroom %s: %s (%s, %.2fM parameters) on %s, %lld steps of %lld x %s%s\n",
                  verb(s), s.model.name.c_str(), std::string(name_of(s.transformer.dtype)).c_str(),
                  static_cast<double>(s.model.num_parameters()) / 1e6,
@@ -138,10 +158,14 @@ class PrintingObserver : public RunObserver {
     const double remaining = r.elapsed_seconds / static_cast<double>(step + 1 - r.first_step) *
                              static_cast<double>(r.steps - step - 1);
     if (!planning_) {
-      std::fprintf(out_, "step %lld/%lld  loss %.4f  %.0f tok/s  peak %s  eta %s%s\n",
+      char padding[32] = "";
+      if (padded_)
+        std::snprintf(padding, sizeof padding, "  pad %.1f%%", 100.0 * r.record.padding_fraction);
+      std::fprintf(out_, "step %lld/%lld  loss %.4f  %.0f tok/s%s  peak %s  eta %s%s\n",
                    static_cast<long long>(step + 1), static_cast<long long>(r.steps), r.record.loss,
-                   r.record.tokens_per_second, format_bytes(r.record.peak_allocated).c_str(),
-                   eta(remaining).c_str(), r.record.skipped ? "  (skipped: not finite)" : "");
+                   r.record.tokens_per_second, padding,
+                   format_bytes(r.record.peak_allocated).c_str(), eta(remaining).c_str(),
+                   r.record.skipped ? "  (skipped: not finite)" : "");
     } else if (r.elapsed_seconds - last_progress_ >= 5.0 && step + 1 < r.steps) {
       // A plan is quick step by step but may have many: say where it is.
       last_progress_ = r.elapsed_seconds;
@@ -209,6 +233,7 @@ class PrintingObserver : public RunObserver {
   int rank_;
   int world_size_;
   bool planning_ = false;
+  bool padded_ = false;       // batch.mode = "padded": the progress line shows the padding
   double last_progress_ = 0;  // elapsed seconds at the last plan progress line
 };
 

@@ -86,14 +86,22 @@ struct DataSection {
 struct BatchSection {
   enum class Mode : uint8_t { kPacked, kPadded };
   enum class Packing : uint8_t { kFirstFit, kFirstFitDecreasing, kNextFit };
+  enum class PadTo : uint8_t { kBucket, kLongest };
 
   Mode mode = Mode::kPacked;
   Packing packing = Packing::kFirstFit;       // packed: how documents are put into bins
   int64_t packing_window = 4096;              // packed: documents packed together; 0 = the epoch
   int64_t max_tokens_per_micro_batch = 2048;  // packed: the first-fit bin's token budget
-  int micro_batch_size = 0;  // samples per micro-batch; padded needs >= 1, packed: 0 = no cap
-  int grad_accum = 1;        // micro-batches per optimizer step
-  int64_t seq_len = 0;       // padded: fixed length; 0 = longest sample of the micro-batch
+  // Samples per micro-batch; padded needs >= 1 unless bucketed, where it caps
+  // the rows (0 = no cap); packed: 0 = no cap.
+  int micro_batch_size = 0;
+  int grad_accum = 1;   // micro-batches per optimizer step
+  int64_t seq_len = 0;  // padded: fixed length; 0 = longest sample of the micro-batch
+  // Padded: length-bucket boundaries in tokens, increasing; empty = none.
+  // auto_buckets: from the dataset's length quantiles (batch.buckets = "auto").
+  std::vector<int64_t> buckets;
+  bool auto_buckets = false;
+  PadTo pad_to = PadTo::kBucket;  // bucketed rows: to the bucket's length or to the longest
 
   bool operator==(const BatchSection&) const = default;
 };
@@ -225,6 +233,10 @@ template <>
 struct EnumNames<BatchSection::Packing> {
   static constexpr std::array<std::string_view, 3> kNames = {"first_fit", "first_fit_decreasing",
                                                              "next_fit"};
+};
+template <>
+struct EnumNames<BatchSection::PadTo> {
+  static constexpr std::array<std::string_view, 2> kNames = {"bucket", "longest"};
 };
 template <>
 struct EnumNames<AttentionSection::Backend> {

@@ -74,11 +74,33 @@ std::vector<ConfigRule> build_rules() {
          return std::nullopt;
        }},
       {"batch.micro_batch_size", "batch.mode",
-       "batch.mode = \"padded\" requires batch.micro_batch_size >= 1",
+       "batch.mode = \"padded\" without batch.buckets requires batch.micro_batch_size >= 1",
        [](const ExperimentConfig& c) -> Complaint {
-         if (c.batch.mode == BatchSection::Mode::kPadded && c.batch.micro_batch_size < 1)
-           return "must be >= 1 when batch.mode = \"padded\", got " +
+         const bool bucketed = !c.batch.buckets.empty() || c.batch.auto_buckets;
+         if (c.batch.mode == BatchSection::Mode::kPadded && !bucketed &&
+             c.batch.micro_batch_size < 1)
+           return "must be >= 1 when batch.mode = \"padded\" without batch.buckets, got " +
                   std::to_string(c.batch.micro_batch_size);
+         return std::nullopt;
+       }},
+      {"batch.buckets", "batch.mode", "batch.buckets requires batch.mode = \"padded\"",
+       [](const ExperimentConfig& c) -> Complaint {
+         // Packed bins have no padding for buckets to save.
+         const bool bucketed = !c.batch.buckets.empty() || c.batch.auto_buckets;
+         if (bucketed && c.batch.mode != BatchSection::Mode::kPadded)
+           return "buckets padded micro-batches, but batch.mode = \"" +
+                  std::string(name_of(c.batch.mode)) +
+                  "\"; set batch.mode = \"padded\", or batch.buckets = []";
+         return std::nullopt;
+       }},
+      {"batch.buckets", "batch.seq_len", "batch.buckets requires batch.seq_len = 0",
+       [](const ExperimentConfig& c) -> Complaint {
+         const bool bucketed = !c.batch.buckets.empty() || c.batch.auto_buckets;
+         if (bucketed && c.batch.seq_len > 0)
+           return "pads rows to their bucket, but batch.seq_len = " +
+                  std::to_string(c.batch.seq_len) +
+                  " pads every row to one length; set one of them (batch.seq_len = 0 or "
+                  "batch.buckets = [])";
          return std::nullopt;
        }},
       {"attention.window", "attention.mask",

@@ -406,6 +406,54 @@ ConfigKey device_preset() {
                   set, get);
 }
 
+// batch.buckets: "auto", or an array of increasing token counts.
+ConfigKey batch_buckets() {
+  const std::string expected = "expected \"auto\" or an array of increasing token counts in 1.." +
+                               std::to_string(kMaxTokens) + ", got ";
+  auto set = [=](ExperimentConfig& c, const toml::node& node) -> Complaint {
+    if (const auto* text = node.as_string()) {
+      if (text->get() != "auto") return expected + quote_excerpt(text->get());
+      c.batch.buckets.clear();
+      c.batch.auto_buckets = true;
+      return std::nullopt;
+    }
+    const auto* array = node.as_array();
+    if (!array) return expected + toml_describe(node);
+    std::vector<int64_t> boundaries;
+    for (const toml::node& element : *array) {
+      const auto* value = element.as_integer();
+      if (!value) return expected + toml_describe(element) + " in it";
+      const int64_t v = value->get();
+      if (v < 1 || v > kMaxTokens) return expected + std::to_string(v) + " in it";
+      if (!boundaries.empty() && v <= boundaries.back())
+        return expected + toml_render(node) + " (" + std::to_string(v) + " after " +
+               std::to_string(boundaries.back()) + " does not increase)";
+      boundaries.push_back(v);
+    }
+    c.batch.buckets = std::move(boundaries);
+    c.batch.auto_buckets = false;
+    return std::nullopt;
+  };
+  auto get = [](const ExperimentConfig& c) {
+    if (c.batch.auto_buckets) return toml_quote("auto");
+    std::string text = "[";
+    for (int64_t b : c.batch.buckets)
+      text += (text.size() > 1 ? ", " : "") + std::to_string(b);
+    return text + "]";
+  };
+  return make_key("batch.buckets", "\"auto\" or array of increasing integers",
+                  "Padded: length buckets, by their upper boundaries in tokens (e.g. [512, 1024, "
+                  "2048]). A sample goes to the smallest bucket that holds it; a longer one is "
+                  "truncated to the last bucket when data.max_sample_tokens > 0 and refused when "
+                  "it is 0. Each micro-batch holds max(1, batch.max_tokens_per_micro_batch / "
+                  "bucket) samples of one bucket (at most batch.micro_batch_size when that is > "
+                  "0); the buckets' micro-batches are interleaved by a draw seeded by data.seed "
+                  "and weighted by how many each has left. \"auto\" = the 50th, 75th, 90th and "
+                  "99th percentiles of the sample lengths and the longest, rounded up to a "
+                  "multiple of 8. [] = no buckets.",
+                  set, get);
+}
+
 ConfigKey adam_betas() {
   const std::string expected = "expected an array of two floats in [0, 1), got ";
   auto set = [=](ExperimentConfig& c, const toml::node& node) -> Complaint {
@@ -507,15 +555,22 @@ std::vector<ConfigKey> build_schema() {
               "mix windows. 0 = the whole epoch."),
       integer(HR_FIELD(batch.max_tokens_per_micro_batch), 1, kMaxTokens,
               "Packed: token budget of one micro-batch, filled first-fit; a longer sample gets a "
-              "micro-batch of its own."),
+              "micro-batch of its own. Padded with batch.buckets: the budget after padding."),
       integer(HR_FIELD(batch.micro_batch_size), 0, kNoMax,
-              "Samples per micro-batch. Padded: required, >= 1. Packed: a cap on samples per "
-              "bin, 0 = no cap."),
+              "Samples per micro-batch. Padded: required, >= 1, unless batch.buckets is set, "
+              "where it caps the rows (0 = no cap). Packed: a cap on samples per bin, 0 = no "
+              "cap."),
       integer(HR_FIELD(batch.grad_accum), 1, kNoMax,
               "Micro-batches whose gradients are summed into one optimizer step."),
       integer(HR_FIELD(batch.seq_len), 0, kMaxTokens,
               "Padded: every sample is padded to this length; 0 = to the longest sample of the "
               "micro-batch."),
+      batch_buckets(),
+      choice(HR_FIELD(batch.pad_to),
+             "Padded with batch.buckets: rows are padded to their bucket's length (\"bucket\": "
+             "few distinct shapes, which the caching allocator reuses) or to the longest row of "
+             "the micro-batch (\"longest\": less padding, more shapes). Without buckets rows "
+             "are padded to the longest (or batch.seq_len) either way."),
 
       // [attention]
       choice(HR_FIELD(attention.backend),

@@ -108,6 +108,32 @@ std::vector<int64_t> first_fit(std::span<const int64_t> lengths, int64_t budget,
   return bin_of;
 }
 
+std::vector<int64_t> auto_bucket_boundaries(std::span<const int64_t> lengths) {
+  std::vector<int64_t> sorted;
+  for (int64_t length : lengths)
+    if (length > 0) sorted.push_back(length);
+  if (sorted.empty()) return {};
+  std::sort(sorted.begin(), sorted.end());
+  const int64_t longest = sorted.back();
+  const size_t n = sorted.size();
+  std::vector<int64_t> boundaries;
+  // Percentiles in thousandths, then the longest (1000).
+  for (int64_t per_mille : {500, 750, 900, 990, 1000}) {
+    // Nearest rank: the smallest length with at least per_mille / 1000 of
+    // the documents at or below it.
+    const size_t rank = static_cast<size_t>((static_cast<int64_t>(n) * per_mille + 999) / 1000);
+    const int64_t at = sorted[std::max<size_t>(rank, 1) - 1];
+    const int64_t rounded = std::min(longest, (at + 7) / 8 * 8);
+    if (boundaries.empty() || rounded > boundaries.back()) boundaries.push_back(rounded);
+  }
+  return boundaries;
+}
+
+int64_t bucket_of(std::span<const int64_t> boundaries, int64_t length) {
+  const auto it = std::lower_bound(boundaries.begin(), boundaries.end(), length);
+  return it == boundaries.end() ? -1 : static_cast<int64_t>(it - boundaries.begin());
+}
+
 std::vector<std::vector<int64_t>> deal_by_cost(std::span<const int64_t> costs, int world_size) {
   HR_CHECK(world_size >= 1 && costs.size() % static_cast<size_t>(world_size) == 0,
            "a step holds world_size * grad_accum bins");
@@ -140,6 +166,7 @@ Batcher::Batcher(const TokenDataset& dataset, BatchOptions options)
     if (!ok) throw UsageError(where + what);
   };
   const bool padded = options_.mode == BatchOptions::Mode::kPadded;
+  const bool bucketed = !options_.buckets.empty() || options_.auto_buckets;
   // cu_seqlens and positions are int32 (what attention kernels take).
   require(
       options_.max_tokens_per_micro_batch >= 1 && options_.max_tokens_per_micro_batch <= kInt32Max,
@@ -150,9 +177,27 @@ Batcher::Batcher(const TokenDataset& dataset, BatchOptions options)
   require(options_.max_sample_tokens >= 0,
           "max_sample_tokens = " + std::to_string(options_.max_sample_tokens) +
               " must be >= 0 (0 = never truncate)");
-  require(options_.micro_batch_size >= (padded ? 1 : 0),
+  require(!bucketed || padded,
+          "buckets are for padded mode: packed bins have no padding to bucket");
+  require(!(options_.auto_buckets && !options_.buckets.empty()),
+          "buckets are either \"auto\" or given, not both");
+  for (size_t i = 0; i < options_.buckets.size(); ++i) {
+    const int64_t b = options_.buckets[i];
+    require(b >= 1 && b <= kInt32Max,
+            "bucket boundary " + std::to_string(b) + " must be in [1, 2^31)");
+    require(i == 0 || b > options_.buckets[i - 1],
+            "bucket boundaries must increase: " + std::to_string(b) + " follows " +
+                std::to_string(i > 0 ? options_.buckets[i - 1] : 0));
+  }
+  require(!bucketed || options_.seq_len == 0,
+          "seq_len = " + std::to_string(options_.seq_len) +
+              " pads every row to one length: it cannot be combined with buckets");
+  const bool rows_required = padded && !bucketed;
+  require(options_.micro_batch_size >= (rows_required ? 1 : 0),
           "micro_batch_size = " + std::to_string(options_.micro_batch_size) +
-              (padded ? " must be >= 1 in padded mode" : " must be >= 0 (0 = no cap)"));
+              (rows_required ? " must be >= 1 in padded mode"
+               : bucketed    ? " must be >= 0 (0 = no cap on rows)"
+                             : " must be >= 0 (0 = no cap)"));
   require(options_.packing_window >= 0,
           "packing_window = " + std::to_string(options_.packing_window) +
               " must be >= 0 (0 = the whole epoch)");
@@ -166,6 +211,18 @@ Batcher::Batcher(const TokenDataset& dataset, BatchOptions options)
   truncate_at_ = options_.max_sample_tokens;
   if (padded && options_.seq_len > 0)
     truncate_at_ = truncate_at_ > 0 ? std::min(truncate_at_, options_.seq_len) : options_.seq_len;
+  if (options_.auto_buckets) {
+    std::vector<int64_t> lengths(static_cast<size_t>(dataset.num_documents()));
+    for (int64_t d = 0; d < dataset.num_documents(); ++d)
+      lengths[static_cast<size_t>(d)] = batched_length(d);
+    options_.buckets = auto_bucket_boundaries(lengths);
+    options_.auto_buckets = false;
+    // All documents empty: no buckets, and check_trainable says why below.
+  }
+  // max_sample_tokens > 0 allows truncation, so to the last bucket as well;
+  // 0 never truncates, and a document past the last bucket is refused below.
+  const int64_t last_bucket = options_.buckets.empty() ? 0 : options_.buckets.back();
+  if (last_bucket > 0 && truncate_at_ > 0) truncate_at_ = std::min(truncate_at_, last_bucket);
   // Before planning: a corpus with nothing to learn would train at loss 0.
   dataset.check_trainable(truncate_at_);
   length_.resize(static_cast<size_t>(dataset.num_documents()));
@@ -173,6 +230,11 @@ Batcher::Batcher(const TokenDataset& dataset, BatchOptions options)
     const int64_t length = batched_length(d);
     length_[static_cast<size_t>(d)] = length;
     if (length == 0) continue;
+    if (last_bucket > 0 && length > last_bucket)
+      throw UsageError(where + "document " + std::to_string(d) + " has " + std::to_string(length) +
+                       " tokens, more than the last bucket (" + std::to_string(last_bucket) +
+                       "): raise the last boundary of batch.buckets, or set "
+                       "data.max_sample_tokens to truncate such documents to it");
     if (length > kInt32Max)
       throw UsageError(where + "document " + std::to_string(d) + " has " + std::to_string(length) +
                        " tokens; positions are int32: set data.max_sample_tokens");
@@ -201,13 +263,82 @@ std::vector<int64_t> visiting_order(std::span<const int64_t> kept, const BatchOp
   return order;
 }
 
+namespace {
+
+// make_bins for padded mode with buckets (the header comment's rules).
+EpochBins bucketed_bins(const std::vector<int64_t>& visit, std::span<const int64_t> length,
+                        const BatchOptions& options, int64_t epoch) {
+  const std::vector<int64_t>& bounds = options.buckets;
+  const size_t k = bounds.size();
+  std::vector<std::vector<int64_t>> members(k);
+  for (int64_t d : visit) {
+    const int64_t b = bucket_of(bounds, length[static_cast<size_t>(d)]);
+    HR_CHECK(b >= 0, "batched documents fit the last bucket");
+    members[static_cast<size_t>(b)].push_back(d);
+  }
+  std::vector<int64_t> rows(k), total(k), left(k);
+  std::vector<size_t> next(k, 0);
+  int64_t all_left = 0;
+  for (size_t b = 0; b < k; ++b) {
+    rows[b] = std::max<int64_t>(1, options.max_tokens_per_micro_batch / bounds[b]);
+    if (options.micro_batch_size > 0) rows[b] = std::min(rows[b], options.micro_batch_size);
+    const int64_t count = static_cast<int64_t>(members[b].size());
+    total[b] = left[b] = (count + rows[b] - 1) / rows[b];
+    all_left += left[b];
+  }
+  // A stream of its own, so the interleaving does not disturb the order.
+  std::mt19937_64 rng(data_detail::stream_seed(
+      data_detail::stream_seed(options.seed, static_cast<uint64_t>(epoch)), 0x6275636b6574ull));
+  EpochBins bins;
+  bins.bin_starts.push_back(0);
+  bins.order.reserve(visit.size());
+  for (; all_left > 0; --all_left) {
+    size_t pick = 0;
+    if (options.shuffle) {
+      int64_t r =
+          static_cast<int64_t>(data_detail::uniform_below(rng, static_cast<uint64_t>(all_left)));
+      while (r >= left[pick])
+        r -= left[pick++];
+    } else {
+      // The largest share left (left / total), the smallest bucket on ties;
+      // a bucket with nothing left (or never anything) is never picked.
+      while (left[pick] == 0)
+        ++pick;
+      for (size_t b = pick + 1; b < k; ++b)
+        if (left[b] > 0 && left[b] * total[pick] > left[pick] * total[b]) pick = b;
+    }
+    const std::vector<int64_t>& docs = members[pick];
+    HR_CHECK(left[pick] > 0, "a drawn bucket has micro-batches left");
+    const size_t first = next[pick];
+    const size_t last = std::min(docs.size(), first + static_cast<size_t>(rows[pick]));
+    int64_t width = bounds[pick];
+    if (options.pad_to == BatchOptions::PadTo::kLongest) {
+      width = 0;
+      for (size_t i = first; i < last; ++i)
+        width = std::max(width, length[static_cast<size_t>(docs[i])]);
+    }
+    bins.order.insert(bins.order.end(), docs.begin() + static_cast<std::ptrdiff_t>(first),
+                      docs.begin() + static_cast<std::ptrdiff_t>(last));
+    bins.bin_starts.push_back(static_cast<int64_t>(bins.order.size()));
+    bins.bin_cost.push_back(static_cast<int64_t>(last - first) * width);
+    bins.bin_bucket.push_back(static_cast<int64_t>(pick));
+    next[pick] = last;
+    left[pick] -= 1;
+  }
+  return bins;
+}
+
+}  // namespace
+
 EpochBins make_bins(std::vector<int64_t> visit, std::span<const int64_t> length,
-                    const BatchOptions& options) {
+                    const BatchOptions& options, int64_t epoch) {
   auto length_of = [&length](int64_t d) { return length[static_cast<size_t>(d)]; };
+  const bool padded = options.mode == BatchOptions::Mode::kPadded;
+  if (padded && !options.buckets.empty()) return bucketed_bins(visit, length, options, epoch);
   EpochBins bins;
   bins.bin_starts.push_back(0);
   const size_t n = visit.size();
-  if (options.mode == BatchOptions::Mode::kPadded) {
+  if (padded) {
     bins.order = std::move(visit);
     const size_t rows = static_cast<size_t>(options.micro_batch_size);
     for (size_t start = 0; start < n; start += rows) {
@@ -267,7 +398,7 @@ EpochBins make_bins(std::vector<int64_t> visit, std::span<const int64_t> length,
 std::shared_ptr<const Batcher::EpochPlan> Batcher::plan_epoch(int64_t epoch) const {
   auto plan = std::make_shared<EpochPlan>();
   static_cast<EpochBins&>(*plan) =
-      make_bins(visiting_order(kept_, options_, epoch), length_, options_);
+      make_bins(visiting_order(kept_, options_, epoch), length_, options_, epoch);
   plan->epoch = epoch;
   return plan;
 }
@@ -289,6 +420,10 @@ MicroBatchPlan Batcher::describe(const EpochPlan& plan, int64_t bin) const {
   }
   mb.tokens = plan.bin_cost[static_cast<size_t>(bin)];
   mb.padding = mb.tokens - real;
+  if (!plan.bin_bucket.empty()) mb.bucket = plan.bin_bucket[static_cast<size_t>(bin)];
+  // Every row of a padded bin is equally long: its cost is rows x width.
+  if (options_.mode == BatchOptions::Mode::kPadded)
+    mb.width = mb.tokens / static_cast<int64_t>(mb.documents.size());
   return mb;
 }
 
@@ -299,7 +434,7 @@ Batch Batcher::build(const MicroBatchPlan& mb) const {
                      " tokens; cu_seqlens are int32: lower the batch size or set "
                      "data.max_sample_tokens");
   const bool padded = options_.mode == BatchOptions::Mode::kPadded;
-  const int64_t width = padded ? (options_.seq_len > 0 ? options_.seq_len : mb.longest) : 0;
+  const int64_t width = padded ? mb.width : 0;
   Batch batch;
   batch.tokens.reserve(static_cast<size_t>(mb.tokens));
   batch.targets.reserve(static_cast<size_t>(mb.tokens));

@@ -33,6 +33,24 @@
 // tokens have no target and are counted in Batch::padding; a row stays one
 // cu_seqlens segment so the attention costs what a dense (B, L) batch costs.
 //
+// Padded with buckets (batch.buckets: increasing boundaries b_0 < ... < b_k,
+// resolved from the dataset by auto_bucket_boundaries() for "auto"): a
+// document goes to the smallest bucket that holds it. One longer than b_k is
+// truncated to b_k (counted in Batch::truncated) when max_sample_tokens > 0
+// (truncation is then at min(max_sample_tokens, b_k)), and refused with a
+// UsageError when max_sample_tokens = 0 ("never truncate"). Within a bucket,
+// documents keep the epoch's visiting order (so each bucket is shuffled) and
+// are cut into micro-batches of rows = max(1, max_tokens_per_micro_batch /
+// b_i) documents, capped by micro_batch_size when that is > 0; rows are
+// padded to b_i (pad_to = kBucket: few distinct shapes, which the caching
+// allocator reuses) or to the longest row (kLongest). So every micro-batch
+// holds <= budget tokens after padding, except a single row longer than the
+// budget. The buckets' micro-batches are then interleaved: each next one
+// comes from a bucket drawn with probability proportional to the
+// micro-batches it has left (a stream seeded by (seed, epoch); without
+// shuffle, the bucket with the largest share left, smallest first on ties),
+// so an epoch does not end with all its long micro-batches.
+//
 // Steps and ranks. A step consumes the next world_size * grad_accum bins of
 // the stream of epochs (a step may end one epoch and start the next, so
 // every rank gets exactly grad_accum micro-batches per step without
@@ -66,12 +84,21 @@ namespace headroom {
 struct BatchOptions {
   enum class Mode : uint8_t { kPacked, kPadded };
   enum class Packing : uint8_t { kNextFit, kFirstFit, kFirstFitDecreasing };
+  enum class PadTo : uint8_t { kBucket, kLongest };
 
   Mode mode = Mode::kPacked;
   Packing packing = Packing::kFirstFit;
   int64_t packing_window = 0;                 // documents per packing window; 0 = the epoch
   int64_t max_tokens_per_micro_batch = 2048;  // packed: the bin's token budget
-  int64_t micro_batch_size = 0;   // padded: rows per micro-batch (>= 1); packed: 0 = no cap
+  // Padded: rows per micro-batch (>= 1), or with buckets a cap on them (0 =
+  // none); packed: a cap on documents per bin, 0 = none.
+  int64_t micro_batch_size = 0;
+  // Padded: bucket boundaries in tokens, increasing, each in [1, 2^31);
+  // empty = no buckets. With auto_buckets the Batcher fills them in from the
+  // dataset (auto_bucket_boundaries), and options() returns them resolved.
+  std::vector<int64_t> buckets;
+  bool auto_buckets = false;
+  PadTo pad_to = PadTo::kBucket;  // bucketed rows: to the bucket's length or to the longest
   int64_t seq_len = 0;            // padded: every row this long; 0 = the longest row
   int32_t pad_id = 0;             // padded: the token of padding (it is never a target)
   int grad_accum = 1;             // micro-batches per rank per step
@@ -97,8 +124,22 @@ struct MicroBatchPlan {
   int64_t tokens = 0;              // including padding
   int64_t padding = 0;
   int64_t longest = 0;    // tokens of the longest document, after truncation
-  int64_t truncated = 0;  // documents cut to max_sample_tokens (or seq_len)
+  int64_t truncated = 0;  // documents cut to max_sample_tokens (or seq_len, or the last bucket)
+  int64_t bucket = -1;    // index into options().buckets; -1 without buckets
+  int64_t width = 0;      // padded: the length of every row; 0 when packed
 };
+
+// The boundaries batch.buckets = "auto" stands for, from the lengths of the
+// documents as batched (after max_sample_tokens; zeros are ignored): the
+// 50th, 75th, 90th and 99th percentiles (nearest rank) and the longest, each
+// rounded up to a multiple of 8 (the tensor-core tile) but not past the
+// longest, duplicates dropped. Increasing; empty when every length is 0.
+// `headroom data inspect` suggests boundaries with it.
+std::vector<int64_t> auto_bucket_boundaries(std::span<const int64_t> lengths);
+
+// The smallest bucket of `boundaries` (increasing) that holds `length`, or
+// -1 when length exceeds the last boundary.
+int64_t bucket_of(std::span<const int64_t> boundaries, int64_t length);
 
 // The packing rules on their own, over documents of `lengths` (each >= 1) in
 // the given order: bins closed by `budget` and, when `max_documents` > 0, by
@@ -114,6 +155,7 @@ struct EpochBins {
   std::vector<int64_t> order;       // documents, bin after bin
   std::vector<int64_t> bin_starts;  // into `order`; bins + 1 entries
   std::vector<int64_t> bin_cost;    // tokens of each bin, padding included
+  std::vector<int64_t> bin_bucket;  // with buckets: each bin's bucket; else empty
   int64_t num_bins() const { return static_cast<int64_t>(bin_starts.size()) - 1; }
 };
 
@@ -124,10 +166,12 @@ std::vector<int64_t> visiting_order(std::span<const int64_t> kept, const BatchOp
 
 // Groups `visit` (documents in visiting order) into the bins of the header
 // comment by options.mode, packing, packing_window, max_tokens_per_micro_batch,
-// micro_batch_size and seq_len. `length[d]` is document d's length as batched
-// (after truncation), >= 1 for every visited d.
+// micro_batch_size, seq_len and (padded) buckets and pad_to; the buckets'
+// interleaving draws from (options.seed, epoch). `length[d]` is document d's
+// length as batched (after truncation, so <= the last bucket), >= 1 for
+// every visited d; options.buckets must be resolved (not auto).
 EpochBins make_bins(std::vector<int64_t> visit, std::span<const int64_t> length,
-                    const BatchOptions& options);
+                    const BatchOptions& options, int64_t epoch = 0);
 
 // Deals `costs` (one step's bins) to `world_size` ranks, grad_accum =
 // costs.size() / world_size each, as the header comment describes. Returns
@@ -137,7 +181,8 @@ std::vector<std::vector<int64_t>> deal_by_cost(std::span<const int64_t> costs, i
 class Batcher {
  public:
   // Keeps a reference to `dataset`, which must outlive the batcher. Throws
-  // UsageError for impossible options or a dataset with nothing to learn
+  // UsageError for impossible options, a document longer than the last
+  // bucket with max_sample_tokens = 0, or a dataset with nothing to learn
   // once documents are truncated as the options say
   // (TokenDataset::check_trainable).
   Batcher(const TokenDataset& dataset, BatchOptions options);
@@ -166,7 +211,8 @@ class Batcher {
   const BatchOptions& options() const { return options_; }
   // Documents placed each epoch (those with at least one token).
   int64_t num_kept_documents() const { return static_cast<int64_t>(kept_.size()); }
-  // Tokens of `document` as batched: after max_sample_tokens (and seq_len).
+  // Tokens of `document` as batched: after max_sample_tokens (and seq_len,
+  // or the last bucket).
   int64_t batched_length(int64_t document) const;
 
  private:
@@ -179,9 +225,10 @@ class Batcher {
 
   const TokenDataset& dataset_;
   BatchOptions options_;
-  int64_t truncate_at_ = 0;      // max_sample_tokens, or seq_len in padded mode; 0 = never
-  std::vector<int64_t> length_;  // (documents) batched_length of each
-  std::vector<int64_t> kept_;    // documents with at least one token, in file order
+  // max_sample_tokens, capped by seq_len or the last bucket in padded mode; 0 = never
+  int64_t truncate_at_ = 0;
+  std::vector<int64_t> length_;            // (documents) batched_length of each
+  std::vector<int64_t> kept_;              // documents with at least one token, in file order
   std::shared_ptr<const EpochPlan> plan_;  // the plan of cursor_.epoch
   Cursor cursor_;
 };

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,7 @@ struct TraceReader::Impl {
   Hid tags;
   Hid phase_peaks;
   bool events_recorded = true;
+  bool has_padding_fraction = true;  // /steps of traces before it lack the column
 };
 
 namespace {
@@ -131,6 +133,10 @@ TraceReader TraceReader::open(const std::string& path) {
   h.headroom_version = required_string(root, "headroom_version", path);
 
   r.steps = open_table(root, trace_detail::kStepsTable, path);
+  {
+    Hid file_type(check_usage(H5Dget_type(r.steps.get()), path, "cannot read /steps' type"));
+    r.has_padding_fraction = H5Tget_member_index(file_type.get(), "padding_fraction") >= 0;
+  }
   if (H5Lexists(root, trace_detail::kMemoryGroup, H5P_DEFAULT) <= 0)
     not_a_trace(path, "no /memory");
   r.events = open_table(root, trace_detail::kEventsTable, path);
@@ -160,8 +166,13 @@ std::vector<StepRecord> TraceReader::steps() const {
   const Impl& r = *impl_;
   hsize_t n = hdf5::num_rows(r.steps.get(), r.path, trace_detail::kStepsTable);
   std::vector<trace_detail::StepRow> rows(n);
-  hdf5::read_rows(r.steps.get(), r.types.step_mem.get(), rows.data(), 0, n, r.path,
-                  trace_detail::kStepsTable);
+  const double unknown = std::numeric_limits<double>::quiet_NaN();
+  for (trace_detail::StepRow& row : rows)
+    row.padding_fraction = unknown;
+  hdf5::read_rows(
+      r.steps.get(),
+      r.has_padding_fraction ? r.types.step_mem.get() : r.types.step_mem_before_padding.get(),
+      rows.data(), 0, n, r.path, trace_detail::kStepsTable);
   std::vector<StepRecord> out;
   out.reserve(n);
   for (const trace_detail::StepRow& row : rows) {
@@ -180,6 +191,7 @@ std::vector<StepRecord> TraceReader::steps() const {
         .tokens_per_second = row.tokens_per_second,
         .skipped = row.skipped != 0,
         .truncated_samples = row.truncated_samples,
+        .padding_fraction = row.padding_fraction,
     });
   }
   return out;

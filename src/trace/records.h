@@ -48,6 +48,9 @@ struct StepRecord {
   double tokens_per_second = 0;
   bool skipped = false;           // non-finite loss or gradients: the update was not applied
   int64_t truncated_samples = 0;  // samples cut to data.max_sample_tokens in this step
+  // Padding tokens / padded_tokens (0 when packed). NaN when read from a
+  // trace written before the column existed (it cannot be recovered).
+  double padding_fraction = 0;
 
   bool operator==(const StepRecord&) const = default;
 };

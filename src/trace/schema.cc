@@ -115,24 +115,28 @@ TraceTypes make_trace_types() {
                               });
   t.event_file = packed_copy(t.event_mem);
 
-  t.step_mem = make_compound(
-      sizeof(StepRow),
-      {
-          {"step", offsetof(StepRow, step), H5T_NATIVE_INT64},
-          {"loss", offsetof(StepRow, loss), H5T_NATIVE_DOUBLE},
-          {"grad_norm", offsetof(StepRow, grad_norm), H5T_NATIVE_DOUBLE},
-          {"lr", offsetof(StepRow, lr), H5T_NATIVE_DOUBLE},
-          {"tokens", offsetof(StepRow, tokens), H5T_NATIVE_INT64},
-          {"padded_tokens", offsetof(StepRow, padded_tokens), H5T_NATIVE_INT64},
-          {"micro_batches", offsetof(StepRow, micro_batches), H5T_NATIVE_INT64},
-          {"longest_sample", offsetof(StepRow, longest_sample), H5T_NATIVE_INT64},
-          {"peak_allocated", offsetof(StepRow, peak_allocated), H5T_NATIVE_UINT64},
-          {"peak_reserved", offsetof(StepRow, peak_reserved), H5T_NATIVE_UINT64},
-          {"step_seconds", offsetof(StepRow, step_seconds), H5T_NATIVE_DOUBLE},
-          {"tokens_per_second", offsetof(StepRow, tokens_per_second), H5T_NATIVE_DOUBLE},
-          {"skipped", offsetof(StepRow, skipped), t.boolean.get()},
-          {"truncated_samples", offsetof(StepRow, truncated_samples), H5T_NATIVE_INT64},
-      });
+  // Every member but padding_fraction, which a newer headroom added.
+  const std::initializer_list<Member> step_members = {
+      {"step", offsetof(StepRow, step), H5T_NATIVE_INT64},
+      {"loss", offsetof(StepRow, loss), H5T_NATIVE_DOUBLE},
+      {"grad_norm", offsetof(StepRow, grad_norm), H5T_NATIVE_DOUBLE},
+      {"lr", offsetof(StepRow, lr), H5T_NATIVE_DOUBLE},
+      {"tokens", offsetof(StepRow, tokens), H5T_NATIVE_INT64},
+      {"padded_tokens", offsetof(StepRow, padded_tokens), H5T_NATIVE_INT64},
+      {"micro_batches", offsetof(StepRow, micro_batches), H5T_NATIVE_INT64},
+      {"longest_sample", offsetof(StepRow, longest_sample), H5T_NATIVE_INT64},
+      {"peak_allocated", offsetof(StepRow, peak_allocated), H5T_NATIVE_UINT64},
+      {"peak_reserved", offsetof(StepRow, peak_reserved), H5T_NATIVE_UINT64},
+      {"step_seconds", offsetof(StepRow, step_seconds), H5T_NATIVE_DOUBLE},
+      {"tokens_per_second", offsetof(StepRow, tokens_per_second), H5T_NATIVE_DOUBLE},
+      {"skipped", offsetof(StepRow, skipped), t.boolean.get()},
+      {"truncated_samples", offsetof(StepRow, truncated_samples), H5T_NATIVE_INT64},
+  };
+  t.step_mem_before_padding = make_compound(sizeof(StepRow), step_members);
+  t.step_mem = make_compound(sizeof(StepRow), step_members);
+  checked(H5Tinsert(t.step_mem.get(), "padding_fraction", offsetof(StepRow, padding_fraction),
+                    H5T_NATIVE_DOUBLE),
+          "H5Tinsert");
   t.step_file = packed_copy(t.step_mem);
 
   t.phase_peak_mem = make_compound(

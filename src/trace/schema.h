@@ -45,6 +45,7 @@ struct StepRow {
   double tokens_per_second;
   int8_t skipped;
   int64_t truncated_samples;
+  double padding_fraction;  // last: older traces lack it (step_mem_before_padding)
 };
 
 struct PhasePeakRow {
@@ -80,6 +81,8 @@ struct TraceTypes {
   hdf5::Hid string;    // variable-length UTF-8
   hdf5::Hid event_mem, event_file;
   hdf5::Hid step_mem, step_file;
+  // /steps of traces written before padding_fraction: StepRow less it.
+  hdf5::Hid step_mem_before_padding;
   hdf5::Hid phase_peak_mem, phase_peak_file;
   hdf5::Hid top_block_mem, top_block_file;
   hdf5::Hid live_mem, live_file;

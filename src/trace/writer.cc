@@ -309,6 +309,7 @@ void TraceWriter::append_step(const StepRecord& step,
       .tokens_per_second = step.tokens_per_second,
       .skipped = static_cast<int8_t>(step.skipped ? 1 : 0),
       .truncated_samples = step.truncated_samples,
+      .padding_fraction = step.padding_fraction,
   });
   for (const PhasePeakRecord& peak : phase_peaks)
     w.phase_peak_buffer.push_back({peak.step, peak.phase, peak.peak_allocated, peak.peak_reserved});

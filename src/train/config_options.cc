@@ -158,6 +158,10 @@ BatchOptions batch_options_of(const ExperimentConfig& config, int world_size, in
   o.max_tokens_per_micro_batch = config.batch.max_tokens_per_micro_batch;
   o.micro_batch_size = config.batch.micro_batch_size;
   o.seq_len = config.batch.seq_len;
+  o.buckets = config.batch.buckets;
+  o.auto_buckets = config.batch.auto_buckets;
+  o.pad_to = config.batch.pad_to == BatchSection::PadTo::kLongest ? BatchOptions::PadTo::kLongest
+                                                                  : BatchOptions::PadTo::kBucket;
   o.pad_id = pad_id;
   o.grad_accum = config.batch.grad_accum;
   o.max_sample_tokens = config.data.max_sample_tokens;
@@ -296,6 +300,12 @@ std::string to_text(const RunSettings& s) {
   line("batch.max_tokens_per_micro_batch", b.max_tokens_per_micro_batch);
   line("batch.micro_batch_size", b.micro_batch_size);
   line("batch.seq_len", b.seq_len);
+  std::string buckets;
+  for (int64_t bucket : b.buckets)
+    buckets += (buckets.empty() ? "" : ",") + std::to_string(bucket);
+  line("batch.buckets", buckets);
+  line("batch.auto_buckets", b.auto_buckets);
+  line("batch.pad_to", static_cast<int>(b.pad_to));
   line("batch.pad_id", b.pad_id);
   line("batch.grad_accum", b.grad_accum);
   line("batch.max_sample_tokens", b.max_sample_tokens);

@@ -222,6 +222,7 @@ RunResult Run::execute(RunObserver& observer) {
   BatchOptions batch_options = s.batch;
   batch_options.pad_id = pad_id_of(dataset);
   Batcher batcher(dataset, batch_options);
+  const std::vector<int64_t> resolved_buckets = batcher.options().buckets;
 
   const fs::path trace_path = s.run_dir / files.trace;
   const fs::path staged_trace = folder.stage(files.trace);
@@ -251,6 +252,7 @@ RunResult Run::execute(RunObserver& observer) {
   allocator.add_observer(&trace);
 
   RunResult result;
+  result.buckets = resolved_buckets;
   result.trace_path = trace_path;
   result.capacity = s.allocator.capacity;
   result.device = s.device;
@@ -344,8 +346,26 @@ RunResult Run::execute(RunObserver& observer) {
     TraceGrowth growth;
     NonFiniteCount nonfinite(s.max_nonfinite_steps);
     for (int64_t step = first_step; step < s.steps; ++step) {
-      std::vector<Batch> micro_batches = batcher.next_step();
+      // next_step(), keeping the plans: they say which bucket each is from.
+      const std::vector<MicroBatchPlan> plans =
+          std::move(batcher.next_step_plan()[static_cast<size_t>(rank)]);
+      std::vector<Batch> micro_batches;
+      for (const MicroBatchPlan& plan : plans)
+        micro_batches.push_back(batcher.build(plan));
       StepRecord record = trainer.step(step, micro_batches);
+      const bool padded = s.batch.mode == BatchOptions::Mode::kPadded;
+      if (padded && (!result.peak_shape || record.peak_allocated > result.peak_step_allocated)) {
+        const MicroBatchPlan* costliest = &plans.front();
+        for (const MicroBatchPlan& plan : plans)
+          if (plan.tokens > costliest->tokens ||
+              (plan.tokens == costliest->tokens && plan.width > costliest->width))
+            costliest = &plan;
+        result.peak_shape =
+            RunResult::PeakShape{step, static_cast<int64_t>(costliest->documents.size()),
+                                 costliest->width, costliest->bucket};
+      }
+      for (const MicroBatchPlan& plan : plans)
+        result.largest_bucket_seen = std::max(result.largest_bucket_seen, plan.bucket);
       if (planning) {
         record.loss = std::numeric_limits<double>::quiet_NaN();
         record.grad_norm = std::numeric_limits<double>::quiet_NaN();

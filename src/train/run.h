@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "config/config.h"
@@ -76,6 +77,18 @@ struct RunResult {
   uint64_t peak_step_allocated = 0;
   uint64_t peak_step_reserved = 0;
   int64_t longest_sample = 0;
+  // Padded batches: the shape that set peak_step_allocated, i.e. the
+  // costliest micro-batch (rows x width) of the step with the highest peak,
+  // and its bucket (-1 without batch.buckets).
+  struct PeakShape {
+    int64_t step = 0;
+    int64_t rows = 0;
+    int64_t width = 0;
+    int64_t bucket = -1;
+  };
+  std::optional<PeakShape> peak_shape;
+  std::vector<int64_t> buckets;      // batch.buckets as resolved ("auto" made concrete)
+  int64_t largest_bucket_seen = -1;  // the highest bucket any step of this rank trained on
 };
 
 // What the command line adds to the config.

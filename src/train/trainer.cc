@@ -48,14 +48,19 @@ StepRecord Trainer::step(int64_t step, const std::vector<Batch>& micro_batches) 
   StepRecord record;
   record.step = step;
   int64_t counted = 0;
+  int64_t padding = 0;
   for (const Batch& b : micro_batches) {
     counted += b.counted;
+    padding += b.padding;
     record.tokens += b.counted;
     record.padded_tokens += b.size();
     record.longest_sample = std::max(record.longest_sample, b.longest);
     record.truncated_samples += b.truncated;
   }
   record.micro_batches = static_cast<int64_t>(micro_batches.size());
+  record.padding_fraction = record.padded_tokens > 0 ? static_cast<double>(padding) /
+                                                           static_cast<double>(record.padded_tokens)
+                                                     : 0.0;
 
   Tensor loss_sum;
   {

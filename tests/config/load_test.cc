@@ -472,7 +472,57 @@ TEST(ConfigRules, OffloadNeedsZero) {
 
 TEST(ConfigRules, PaddedNeedsMicroBatchSize) {
   EXPECT_EQ(error_of("[batch]\nmode = \"padded\"\n"),
-            "x.toml:2:8: batch.micro_batch_size: must be >= 1 when batch.mode = \"padded\", got 0");
+            "x.toml:2:8: batch.micro_batch_size: must be >= 1 when batch.mode = \"padded\" "
+            "without batch.buckets, got 0");
+  // With buckets the rows follow from the budget; micro_batch_size only caps them.
+  EXPECT_EQ(load("[batch]\nmode = \"padded\"\nbuckets = [64, 128]\n").batch.micro_batch_size, 0);
+  EXPECT_TRUE(load("[batch]\nmode = \"padded\"\nbuckets = \"auto\"\n").batch.auto_buckets);
+}
+
+TEST(ConfigLoad, BucketsAreAutoOrIncreasingTokenCounts) {
+  ExperimentConfig c = load("[batch]\nmode = \"padded\"\nbuckets = [512, 1024, 4096]\n");
+  EXPECT_EQ(c.batch.buckets, (std::vector<int64_t>{512, 1024, 4096}));
+  EXPECT_FALSE(c.batch.auto_buckets);
+  EXPECT_EQ(c.batch.pad_to, BatchSection::PadTo::kBucket) << "static shapes by default";
+  c = load("[batch]\nmode = \"padded\"\nbuckets = \"auto\"\npad_to = \"longest\"\n");
+  EXPECT_TRUE(c.batch.auto_buckets);
+  EXPECT_TRUE(c.batch.buckets.empty());
+  EXPECT_EQ(c.batch.pad_to, BatchSection::PadTo::kLongest);
+  // The last spelling wins: an override replaces "auto" by a list and back.
+  c = load("[batch]\nmode = \"padded\"\nbuckets = \"auto\"\n", {"batch.buckets=[8]"});
+  EXPECT_FALSE(c.batch.auto_buckets);
+  EXPECT_EQ(c.batch.buckets, (std::vector<int64_t>{8}));
+  EXPECT_EQ(load("", {"batch.buckets=[]"}), ExperimentConfig{}) << "[] = no buckets";
+}
+
+TEST(ConfigErrors, BadBuckets) {
+  const std::string expected =
+      "batch.buckets: expected \"auto\" or an array of increasing token counts in 1..2147483647, "
+      "got ";
+  EXPECT_EQ(error_of("[batch]\nmode = \"padded\"\nbuckets = [512, 256]\n"),
+            "x.toml:3:11: " + expected + "[512, 256] (256 after 512 does not increase)");
+  EXPECT_EQ(error_of("[batch]\nmode = \"padded\"\nbuckets = [64, 64]\n"),
+            "x.toml:3:11: " + expected + "[64, 64] (64 after 64 does not increase)");
+  EXPECT_EQ(error_of("[batch]\nbuckets = [0, 8]\n"), "x.toml:2:11: " + expected + "0 in it");
+  EXPECT_EQ(error_of("[batch]\nbuckets = [2147483648]\n"),
+            "x.toml:2:11: " + expected + "2147483648 in it");
+  EXPECT_EQ(error_of("[batch]\nbuckets = [8, 1.5]\n"),
+            "x.toml:2:11: " + expected + "float 1.5 in it");
+  EXPECT_EQ(error_of("[batch]\nbuckets = \"quantiles\"\n"),
+            "x.toml:2:11: " + expected + "\"quantiles\"");
+  EXPECT_EQ(error_of("[batch]\nbuckets = 512\n"), "x.toml:2:11: " + expected + "integer 512");
+  EXPECT_EQ(error_of("[batch]\npad_to = \"longst\"\n"),
+            "x.toml:2:10: batch.pad_to: expected \"bucket\" or \"longest\", got \"longst\" (did "
+            "you mean \"longest\"?)");
+}
+
+TEST(ConfigRules, BucketsArePaddedAndNotWithSeqLen) {
+  EXPECT_EQ(error_of("[batch]\nbuckets = [64, 128]\n"),
+            "x.toml:2:11: batch.buckets: buckets padded micro-batches, but batch.mode = "
+            "\"packed\"; set batch.mode = \"padded\", or batch.buckets = []");
+  EXPECT_EQ(error_of("[batch]\nmode = \"padded\"\nbuckets = \"auto\"\nseq_len = 512\n"),
+            "x.toml:4:11: batch.buckets: pads rows to their bucket, but batch.seq_len = 512 pads "
+            "every row to one length; set one of them (batch.seq_len = 0 or batch.buckets = [])");
 }
 
 TEST(ConfigRules, SlidingWindowNeedsWindow) {
@@ -531,7 +581,8 @@ TEST(ConfigRules, PresetOrHfConfig) {
 
 TEST(ConfigRules, AllBrokenRulesAreListed) {
   EXPECT_EQ(error_of("[zero]\noffload_optimizer = true\n[batch]\nmode = \"padded\"\n"),
-            "x.toml:4:8: batch.micro_batch_size: must be >= 1 when batch.mode = \"padded\", got 0\n"
+            "x.toml:4:8: batch.micro_batch_size: must be >= 1 when batch.mode = \"padded\" "
+            "without batch.buckets, got 0\n"
             "x.toml:2:21: zero.offload_optimizer: true requires zero.stage >= 1, got zero.stage "
             "= 0");
 }

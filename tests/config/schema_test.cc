@@ -51,7 +51,10 @@ ExperimentConfig everything_changed() {
              .max_tokens_per_micro_batch = 16384,
              .micro_batch_size = 4,
              .grad_accum = 8,
-             .seq_len = 2048};
+             .seq_len = 2048,
+             .buckets = {},
+             .auto_buckets = false,
+             .pad_to = BatchSection::PadTo::kLongest};
   c.attention = {.backend = AttentionSection::Backend::kDenseAdditive,
                  .mask = AttentionSection::Mask::kSlidingWindow,
                  .block_size = 128,
@@ -199,10 +202,21 @@ TEST(ConfigSchema, RejectedValueLeavesTheConfigUntouched) {
   EXPECT_EQ(c.lora.targets, ExperimentConfig{}.lora.targets);
 }
 
+// batch.buckets and batch.seq_len exclude each other (rules.cc), so the
+// buckets change in a config of their own.
+ExperimentConfig bucketed() {
+  ExperimentConfig c = everything_changed();
+  c.batch.seq_len = 0;
+  c.batch.buckets = {512, 1024, 8192};
+  c.batch.pad_to = BatchSection::PadTo::kLongest;
+  return c;
+}
+
 TEST(ConfigSchema, EveryGetterReadsBackThroughItsSetter) {
   const ExperimentConfig changed = everything_changed();
+  const ExperimentConfig with_buckets = bucketed();
   for (const ConfigKey& key : config_schema()) {
-    const std::string text = key.get(changed);
+    const std::string text = key.get(key.name == "batch.buckets" ? with_buckets : changed);
     EXPECT_NE(text, key.default_text) << key.name << ": the round-trip config leaves it default";
     const toml::table parsed = toml::parse("v = " + text);
     ExperimentConfig c;
@@ -242,6 +256,16 @@ TEST(ConfigToToml, NonDefaultConfigRoundTrips) {
   EXPECT_NE(text.find("device = \"h100-80gb\"\ndevice_capacity = \"40GiB\"\n"), std::string::npos)
       << text;
   EXPECT_NE(text.find("activations = \"every_3\"\n"), std::string::npos) << text;
+  for (ExperimentConfig other : {bucketed(), everything_changed()}) {
+    if (other.batch.buckets.empty()) {
+      other.batch.seq_len = 0;
+      other.batch.auto_buckets = true;
+    }
+    const std::string other_text = to_toml(other);
+    EXPECT_EQ(load_config_string(other_text, "resolved.toml"), other) << other_text;
+  }
+  EXPECT_NE(to_toml(bucketed()).find("buckets = [512, 1024, 8192]\npad_to = \"longest\"\n"),
+            std::string::npos);
 }
 
 TEST(ConfigToToml, ByteSizesKeepTheirUnitAndEveryByte) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <random>
 #include <string>
@@ -62,10 +63,13 @@ struct Corpus {
     return TokenDataset::open(path, kVocab);
   }
 
+  // `o` with its buckets resolved (Batcher::options()).
   int64_t packed_length(int64_t d, const BatchOptions& o) const {
     int64_t cap = o.max_sample_tokens;
     if (o.mode == BatchOptions::Mode::kPadded && o.seq_len > 0)
       cap = cap > 0 ? std::min(cap, o.seq_len) : o.seq_len;
+    if (o.mode == BatchOptions::Mode::kPadded && !o.buckets.empty() && cap > 0)
+      cap = std::min(cap, o.buckets.back());
     const int64_t length = lengths[static_cast<size_t>(d)];
     return cap > 0 ? std::min(length, cap) : length;
   }
@@ -129,8 +133,18 @@ std::vector<int64_t> check_batch(const Batch& b, const Corpus& c, const BatchOpt
   EXPECT_EQ(b.truncated, truncated);
   EXPECT_EQ(b.padding, padding);
   if (padded) {
-    EXPECT_LE(static_cast<int64_t>(documents.size()), o.micro_batch_size);
-    if (o.seq_len == 0) {
+    if (o.micro_batch_size > 0) {
+      EXPECT_LE(static_cast<int64_t>(documents.size()), o.micro_batch_size);
+    }
+    if (!o.buckets.empty() && o.pad_to == BatchOptions::PadTo::kBucket) {
+      const int64_t bucket = bucket_of(o.buckets, longest);
+      EXPECT_GE(bucket, 0);
+      if (bucket >= 0) {
+        EXPECT_EQ(T,
+                  static_cast<int64_t>(documents.size()) * o.buckets[static_cast<size_t>(bucket)])
+            << "rows are padded to the bucket";
+      }
+    } else if (o.seq_len == 0) {
       EXPECT_EQ(T, static_cast<int64_t>(documents.size()) * longest)
           << "rows are padded to the longest";
     }
@@ -672,6 +686,360 @@ TEST(Batcher, RefusesImpossibleOptionsAndCursors) {
   Corpus empty({0, 0}, false);
   expect_contains(usage_error([&] { Batcher(empty.dataset, BatchOptions{}); }),
                   "corpus.h5: all 2 documents are empty");
+}
+
+// --- length buckets (batch.buckets) -----------------------------------------------
+
+TEST(Buckets, AutoBoundariesAreRoundedPercentilesAndTheLongest) {
+  std::vector<int64_t> lengths;
+  for (int64_t l = 1; l <= 1000; ++l)
+    lengths.push_back(l);
+  lengths.push_back(0);  // empty documents are not batched and do not count
+  // p50 = 500, p75 = 750, p90 = 900, p99 = 990, longest 1000; rounded up to 8.
+  EXPECT_EQ(auto_bucket_boundaries(lengths), (std::vector<int64_t>{504, 752, 904, 992, 1000}));
+  // Rounding never passes the longest, and equal boundaries collapse.
+  EXPECT_EQ(auto_bucket_boundaries(std::vector<int64_t>{5, 5, 5, 3}), (std::vector<int64_t>{5}));
+  EXPECT_EQ(auto_bucket_boundaries(std::vector<int64_t>{10, 10, 10, 10, 100}),
+            (std::vector<int64_t>{16, 100}));
+  EXPECT_TRUE(auto_bucket_boundaries(std::vector<int64_t>{0, 0}).empty());
+  EXPECT_TRUE(auto_bucket_boundaries(std::vector<int64_t>{}).empty());
+}
+
+TEST(Buckets, ADocumentGoesToTheSmallestBucketThatHoldsIt) {
+  const std::vector<int64_t> bounds = {8, 16, 64};
+  EXPECT_EQ(bucket_of(bounds, 1), 0);
+  EXPECT_EQ(bucket_of(bounds, 8), 0);
+  EXPECT_EQ(bucket_of(bounds, 9), 1);
+  EXPECT_EQ(bucket_of(bounds, 64), 2);
+  EXPECT_EQ(bucket_of(bounds, 65), -1);
+}
+
+TEST(Buckets, RowsFollowTheBudgetAfterPaddingAndTheCap) {
+  // Bucket 8: 32 / 8 = 4 rows; bucket 16: 2 rows; bucket 64: 1 row (longer
+  // than the budget alone).
+  Corpus c({3, 12, 7, 40, 8, 2, 15, 1, 9, 5, 50}, true);
+  BatchOptions o;
+  o.mode = BatchOptions::Mode::kPadded;
+  o.buckets = {8, 16, 64};
+  o.max_tokens_per_micro_batch = 32;
+  o.shuffle = false;
+  o.pad_id = 3;
+  Batcher batcher(c.dataset, o);
+  // Bucket 0 holds 0 2 4 5 7 9 (2 micro-batches), bucket 1 holds 1 6 8 (2),
+  // bucket 2 holds 3 10 (2). Without shuffle: the largest share left first,
+  // the smallest bucket on ties.
+  EXPECT_EQ(batcher.epoch_bins(0),
+            (std::vector<std::vector<int64_t>>{{0, 2, 4, 5}, {1, 6}, {3}, {7, 9}, {8}, {10}}));
+  std::vector<int64_t> widths, buckets;
+  for (int step = 0; step < 6; ++step) {
+    const MicroBatchPlan mb = batcher.next_step_plan()[0][0];
+    widths.push_back(mb.width);
+    buckets.push_back(mb.bucket);
+  }
+  EXPECT_EQ(widths, (std::vector<int64_t>{8, 16, 64, 8, 16, 64}));
+  EXPECT_EQ(buckets, (std::vector<int64_t>{0, 1, 2, 0, 1, 2}));
+  Batch b = Batcher(c.dataset, o).next_step()[0];
+  EXPECT_EQ(b.cu_seqlens, (std::vector<int32_t>{0, 8, 16, 24, 32}));
+  EXPECT_EQ(b.padding, 32 - (3 + 7 + 8 + 2));
+  check_batch(b, c, o);
+
+  o.micro_batch_size = 3;  // a cap on the rows
+  EXPECT_EQ(Batcher(c.dataset, o).epoch_bins(0),
+            (std::vector<std::vector<int64_t>>{{0, 2, 4}, {1, 6}, {3}, {5, 7, 9}, {8}, {10}}));
+  o.micro_batch_size = 0;
+  o.pad_to = BatchOptions::PadTo::kLongest;
+  Batcher longest(c.dataset, o);
+  b = longest.next_step()[0];
+  EXPECT_EQ(b.cu_seqlens, (std::vector<int32_t>{0, 8, 16, 24, 32})) << "8 is the longest row";
+  b = longest.next_step()[0];
+  EXPECT_EQ(b.cu_seqlens, (std::vector<int32_t>{0, 15, 30})) << "12 and 15 padded to 15";
+  check_batch(b, c, o);
+}
+
+TEST(Buckets, PastTheLastBucketTruncatedWithMaxSampleTokensElseRefused) {
+  Corpus c({5, 30, 6, 12}, false);
+  BatchOptions o;
+  o.mode = BatchOptions::Mode::kPadded;
+  o.buckets = {8, 16};
+  o.max_tokens_per_micro_batch = 16;
+  o.shuffle = false;
+  expect_contains(usage_error([&] { Batcher(c.dataset, o); }),
+                  "corpus.h5: batching: document 1 has 30 tokens, more than the last bucket (16): "
+                  "raise the last boundary of batch.buckets, or set data.max_sample_tokens");
+  o.max_sample_tokens = 100;  // truncation is allowed: to the last bucket
+  Batcher cut(c.dataset, o);
+  EXPECT_EQ(cut.batched_length(1), 16);
+  EXPECT_EQ(cut.epoch_bins(0), (std::vector<std::vector<int64_t>>{{0, 2}, {1}, {3}}));
+  cut.next_step();
+  const Batch b = cut.next_step()[0];
+  EXPECT_EQ(b.size(), 16);
+  EXPECT_EQ(b.truncated, 1) << "counted";
+  check_batch(b, c, cut.options());
+  o.max_sample_tokens = 10;  // tighter than the last bucket: it rules
+  EXPECT_EQ(Batcher(c.dataset, o).batched_length(1), 10);
+  o.max_sample_tokens = 0;
+  o.buckets.clear();
+  o.auto_buckets = true;  // the longest is the last boundary: nothing is refused
+  Batcher automatic(c.dataset, o);
+  EXPECT_EQ(automatic.options().buckets, (std::vector<int64_t>{8, 16, 30}));
+  EXPECT_FALSE(automatic.options().auto_buckets) << "options() are resolved";
+}
+
+TEST(Buckets, RefusesImpossibleOptions) {
+  Corpus c({3, 4, 2, 9}, false);
+  auto make = [&c](BatchOptions o) { Batcher batcher(c.dataset, o); };
+  BatchOptions o;
+  o.buckets = {8, 16};
+  expect_contains(usage_error([&] { make(o); }), "batching: buckets are for padded mode");
+  o.mode = BatchOptions::Mode::kPadded;
+  o.buckets = {8, 8};
+  expect_contains(usage_error([&] { make(o); }), "bucket boundaries must increase: 8 follows 8");
+  o.buckets = {0, 8};
+  expect_contains(usage_error([&] { make(o); }), "bucket boundary 0 must be in [1, 2^31)");
+  o.buckets = {16};
+  o.seq_len = 16;
+  expect_contains(usage_error([&] { make(o); }),
+                  "seq_len = 16 pads every row to one length: it cannot be combined with buckets");
+  o.seq_len = 0;
+  o.micro_batch_size = -1;
+  expect_contains(usage_error([&] { make(o); }),
+                  "micro_batch_size = -1 must be >= 0 (0 = no cap on rows)");
+  o.micro_batch_size = 0;
+  o.auto_buckets = true;
+  expect_contains(usage_error([&] { make(o); }), "either \"auto\" or given, not both");
+}
+
+TEST(Buckets, TheDrawSpreadsTheLongMicroBatchesOverTheEpoch) {
+  // 400 short and 40 long documents: 100 micro-batches of 4 rows and 40 of
+  // one. Weighted by what is left, the long ones are spread out, not left
+  // for the end: each half of the epoch gets a fair share.
+  std::vector<int64_t> lengths;
+  for (int d = 0; d < 440; ++d)
+    lengths.push_back(d % 11 == 0 ? 60 : 1 + d % 8);
+  Corpus c(lengths, false);
+  BatchOptions o;
+  o.mode = BatchOptions::Mode::kPadded;
+  o.buckets = {8, 64};
+  o.max_tokens_per_micro_batch = 32;
+  for (bool shuffle : {true, false}) {
+    o.shuffle = shuffle;
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+      o.seed = seed;
+      Batcher batcher(c.dataset, o);
+      const std::vector<std::vector<int64_t>> bins = batcher.epoch_bins(0);
+      ASSERT_EQ(bins.size(), 140u);
+      int long_in_first_half = 0;
+      for (size_t b = 0; b < 70; ++b)
+        long_in_first_half += bins[b].size() == 1;
+      EXPECT_GE(long_in_first_half, 12) << "seed " << seed;
+      EXPECT_LE(long_in_first_half, 28) << "seed " << seed;
+    }
+  }
+}
+
+// Padded options with buckets drawn at random, and lengths to match.
+Trial random_bucket_trial(std::mt19937_64& rng) {
+  auto below = [&rng](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(n)); };
+  Trial t;
+  BatchOptions& o = t.options;
+  o.mode = BatchOptions::Mode::kPadded;
+  o.max_tokens_per_micro_batch = 1 + below(400);
+  o.grad_accum = 1 + static_cast<int>(below(4));
+  o.world_size = 1 + static_cast<int>(below(4));
+  o.max_sample_tokens = below(2) ? 0 : 1 + below(300);
+  o.micro_batch_size = below(2) ? 0 : 1 + below(6);
+  o.pad_to = below(2) ? BatchOptions::PadTo::kBucket : BatchOptions::PadTo::kLongest;
+  o.pad_id = static_cast<int32_t>(below(100));
+  o.shuffle = below(4) != 0;
+  o.seed = rng();
+  if (below(3) == 0) {
+    o.auto_buckets = true;
+  } else {
+    int64_t boundary = 0;
+    for (int64_t k = 1 + below(5); k > 0; --k)
+      o.buckets.push_back(boundary += 1 + below(k == 1 ? 200 : 60));
+  }
+  const int64_t n = 1 + below(300);
+  t.shape = static_cast<int>(below(4));
+  for (int64_t d = 0; d < n; ++d) {
+    int64_t length = 0;
+    switch (t.shape) {
+      case 0:  // uniform
+        length = below(250);
+        break;
+      case 1: {  // lognormal-like: most short, a long tail
+        const double u = static_cast<double>(below(1000) + 1) / 1001.0;
+        length = static_cast<int64_t>(
+            20.0 * std::exp(1.2 * std::sqrt(-2.0 * std::log(u)) * (below(2) ? 1.0 : -1.0)));
+        break;
+      }
+      case 2:  // two modes, as seed 001's mix (7k and 24k, scaled)
+        length = below(4) == 0 ? 200 + below(40) : 50 + below(20);
+        break;
+      default:  // empty and one-token documents mixed in
+        length = below(3) == 0 ? 0 : below(3) == 0 ? 1 : below(120);
+        break;
+    }
+    t.lengths.push_back(length);
+  }
+  // Never-truncate with given buckets would refuse the longer documents.
+  if (o.max_sample_tokens == 0 && !o.buckets.empty())
+    for (int64_t& length : t.lengths)
+      length = std::min(length, o.buckets.back());
+  if (std::none_of(t.lengths.begin(), t.lengths.end(), [](int64_t l) { return l >= 2; }))
+    t.lengths[0] = 2;
+  return t;
+}
+
+TEST(Buckets, PropertiesOverRandomCorporaBucketsBudgetsAndWorldSizes) {
+  std::mt19937_64 rng(20261202);
+  for (int trial = 0; trial < 80; ++trial) {
+    const Trial t = random_bucket_trial(rng);
+    const int64_t n = static_cast<int64_t>(t.lengths.size());
+    Corpus c(t.lengths, trial % 2 == 0);
+    std::string buckets;
+    for (int64_t b : t.options.buckets)
+      buckets += std::to_string(b) + " ";
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": buckets " +
+                 (t.options.auto_buckets ? "auto" : buckets) + ", budget " +
+                 std::to_string(t.options.max_tokens_per_micro_batch) + ", grad_accum " +
+                 std::to_string(t.options.grad_accum) + ", world_size " +
+                 std::to_string(t.options.world_size) + ", max_sample_tokens " +
+                 std::to_string(t.options.max_sample_tokens) + ", micro_batch_size " +
+                 std::to_string(t.options.micro_batch_size) + ", pad_to " +
+                 std::to_string(static_cast<int>(t.options.pad_to)) + ", shape " +
+                 std::to_string(t.shape) + ", documents " + std::to_string(n));
+    Batcher planner(c.dataset, t.options);
+    const BatchOptions& o = planner.options();  // buckets resolved
+    ASSERT_FALSE(o.buckets.empty());
+    const int64_t budget = o.max_tokens_per_micro_batch;
+    std::vector<int64_t> kept;
+    for (int64_t d = 0; d < n; ++d)
+      if (t.lengths[static_cast<size_t>(d)] > 0) kept.push_back(d);
+
+    // The epochs' bins: the same for every rank and every world size.
+    BatchOptions alone = t.options;
+    alone.world_size = 1;
+    alone.grad_accum = 1;
+    Batcher single(c.dataset, alone);
+    const int epochs = 3;
+    std::vector<std::vector<std::vector<int64_t>>> plans;
+    size_t stream_bins = 0;
+    for (int e = 0; e < epochs; ++e) {
+      plans.push_back(planner.epoch_bins(e));
+      stream_bins += plans.back().size();
+      EXPECT_EQ(plans.back(), single.epoch_bins(e)) << "the world size changed epoch " << e;
+      std::vector<int64_t> order;
+      for (const std::vector<int64_t>& bin : plans.back()) {
+        EXPECT_FALSE(bin.empty()) << "epoch " << e << " has an empty micro-batch";
+        order.insert(order.end(), bin.begin(), bin.end());
+      }
+      std::sort(order.begin(), order.end());
+      EXPECT_EQ(order, kept) << "epoch " << e << ": not every kept document exactly once ("
+                             << order.size() << " placed of " << kept.size() << ")";
+    }
+
+    // Step after step: each rank gets grad_accum micro-batches of one bucket
+    // each, within the budget after padding except a single row.
+    const size_t per_step = static_cast<size_t>(o.world_size) * o.grad_accum;
+    std::vector<Cursor> cursors;
+    std::vector<std::vector<std::vector<MicroBatchPlan>>> steps;
+    std::vector<Batcher> ranks;
+    for (int r = 0; r < o.world_size; ++r) {
+      BatchOptions mine = t.options;
+      mine.rank = r;
+      ranks.emplace_back(c.dataset, mine);
+    }
+    // At least the three epochs' bins (a step may span several epochs).
+    for (size_t consumed = 0; consumed < stream_bins; consumed += per_step) {
+      cursors.push_back(planner.cursor());
+      steps.push_back(planner.next_step_plan());
+      const std::vector<std::vector<MicroBatchPlan>>& plan = steps.back();
+      ASSERT_EQ(plan.size(), static_cast<size_t>(o.world_size));
+      for (int r = 0; r < o.world_size; ++r) {
+        const std::vector<MicroBatchPlan>& mine = plan[static_cast<size_t>(r)];
+        ASSERT_EQ(mine.size(), static_cast<size_t>(o.grad_accum)) << "equal counts per rank";
+        const std::vector<Batch> got = ranks[static_cast<size_t>(r)].next_step();
+        ASSERT_EQ(got.size(), mine.size());
+        for (size_t i = 0; i < mine.size(); ++i) {
+          const MicroBatchPlan& mb = mine[i];
+          const int64_t rows = static_cast<int64_t>(mb.documents.size());
+          EXPECT_TRUE(mb.tokens <= budget || rows == 1)
+              << mb.tokens << " tokens in " << rows << " rows over a budget of " << budget;
+          ASSERT_GE(mb.bucket, 0);
+          const int64_t boundary = o.buckets[static_cast<size_t>(mb.bucket)];
+          const int64_t lower = mb.bucket > 0 ? o.buckets[static_cast<size_t>(mb.bucket) - 1] : 0;
+          int64_t longest = 0;
+          for (int64_t d : mb.documents) {
+            const int64_t length = c.packed_length(d, o);
+            EXPECT_TRUE(length > lower && length <= boundary)
+                << "document " << d << " of " << length << " tokens in bucket " << boundary;
+            longest = std::max(longest, length);
+          }
+          EXPECT_EQ(mb.width, o.pad_to == BatchOptions::PadTo::kBucket ? boundary : longest);
+          EXPECT_EQ(mb.tokens, rows * mb.width);
+          int64_t most_rows = std::max<int64_t>(1, budget / boundary);
+          if (o.micro_batch_size > 0) most_rows = std::min(most_rows, o.micro_batch_size);
+          EXPECT_LE(rows, most_rows);
+          EXPECT_EQ(check_batch(got[i], c, o), mb.documents) << "rank " << r;
+          EXPECT_EQ(got[i].size(), mb.tokens);
+          EXPECT_EQ(got[i].padding, mb.padding);
+        }
+      }
+      if (::testing::Test::HasFailure()) return;
+    }
+    // Within an epoch a bucket's micro-batches are full but for its last.
+    for (const auto& plan : plans) {
+      std::map<int64_t, std::vector<int64_t>> rows_of_bucket;
+      for (const std::vector<int64_t>& bin : plan)
+        rows_of_bucket[bucket_of(o.buckets, c.packed_length(bin.front(), o))].push_back(
+            static_cast<int64_t>(bin.size()));
+      for (const auto& [bucket, rows] : rows_of_bucket)
+        for (size_t i = 0; i + 1 < rows.size(); ++i)
+          EXPECT_EQ(rows[i], rows.front()) << "bucket " << bucket << " micro-batch " << i;
+    }
+
+    // Resuming at any step's cursor continues with the identical steps,
+    // across the epoch boundaries that follow.
+    ASSERT_GE(planner.cursor().epoch, 1) << "the steps crossed an epoch boundary";
+    const size_t from = static_cast<size_t>(rng() % cursors.size());
+    Batcher resumed(c.dataset, t.options);
+    resumed.set_cursor(cursors[from]);
+    for (size_t s = from; s < steps.size(); ++s) {
+      const std::vector<std::vector<MicroBatchPlan>> again = resumed.next_step_plan();
+      for (size_t r = 0; r < again.size(); ++r)
+        for (size_t i = 0; i < again[r].size(); ++i) {
+          EXPECT_EQ(again[r][i].documents, steps[s][r][i].documents) << "step " << s;
+          EXPECT_EQ(again[r][i].epoch, steps[s][r][i].epoch);
+          EXPECT_EQ(again[r][i].bin, steps[s][r][i].bin);
+        }
+    }
+    EXPECT_EQ(resumed.cursor(), planner.cursor());
+  }
+}
+
+TEST(Buckets, PlainPaddedIsUnchangedWithoutBuckets) {
+  // The bins of padded mode without buckets, pinned: consecutive documents,
+  // micro_batch_size each, whatever pad_to says.
+  Corpus c({5, 3, 8, 2, 4, 7, 1}, false);
+  BatchOptions o;
+  o.mode = BatchOptions::Mode::kPadded;
+  o.micro_batch_size = 3;
+  o.seed = 9;
+  for (BatchOptions::PadTo pad_to : {BatchOptions::PadTo::kBucket, BatchOptions::PadTo::kLongest}) {
+    o.pad_to = pad_to;
+    Batcher batcher(c.dataset, o);
+    const std::vector<int64_t> visit =
+        visiting_order(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6}, o, 0);
+    EXPECT_EQ(batcher.epoch_bins(0),
+              (std::vector<std::vector<int64_t>>{
+                  {visit[0], visit[1], visit[2]}, {visit[3], visit[4], visit[5]}, {visit[6]}}));
+    const MicroBatchPlan mb = batcher.next_step_plan()[0][0];
+    EXPECT_EQ(mb.bucket, -1);
+    EXPECT_EQ(mb.width, std::max({c.lengths[static_cast<size_t>(visit[0])],
+                                  c.lengths[static_cast<size_t>(visit[1])],
+                                  c.lengths[static_cast<size_t>(visit[2])]}));
+  }
 }
 
 }  // namespace

@@ -64,6 +64,7 @@ inline StepRecord make_step(int64_t step) {
   s.tokens_per_second = 8000.25;
   s.skipped = step % 2 == 1;
   s.truncated_samples = step % 4;
+  s.padding_fraction = 0.125 * static_cast<double>(step % 3);
   return s;
 }
 

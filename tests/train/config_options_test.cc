@@ -86,6 +86,8 @@ std::map<std::string, KeyCase> key_cases(const std::string& hf_a, const std::str
       {"batch.micro_batch_size", {"3"}},
       {"batch.grad_accum", {"3"}},
       {"batch.seq_len", {"99"}},
+      {"batch.buckets", {"[64, 128]", {"batch.mode=\"padded\"", "batch.micro_batch_size=2"}}},
+      {"batch.pad_to", {"\"longest\""}},
 
       {"attention.backend", {"\"dense_additive\"", {}, true}},
       {"attention.mask", {"\"sliding_window\"", {"attention.window=16"}}},

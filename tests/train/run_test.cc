@@ -258,6 +258,44 @@ TEST_F(RunTest, AResumedRunContinuesBitForBit) {
   expect_same_steps(resumed.steps, {straight.steps[2], straight.steps[3]});
 }
 
+TEST_F(RunTest, BucketedPaddedBatchesRecordTheirPaddingResumeAndNameThePeakBucket) {
+  const std::vector<std::string> bucketed = {"batch.mode=\"padded\"", "batch.buckets=[32, 64, 96]",
+                                             "batch.grad_accum=2", "checkpoint.save_every=2",
+                                             "run.steps=6"};
+  Recorder straight;
+  const RunResult result = execute(bucketed, RunMode::kTrain, straight);
+  ASSERT_EQ(result.outcome, RunOutcome::kFinished);
+  EXPECT_EQ(result.buckets, (std::vector<int64_t>{32, 64, 96}));
+  const std::vector<StepRecord> rows = TraceReader::open(result.trace_path.string()).steps();
+  ASSERT_EQ(rows.size(), 6u);
+  for (const StepRecord& row : rows) {
+    EXPECT_GT(row.padding_fraction, 0.0) << "step " << row.step;
+    EXPECT_LT(row.padding_fraction, 1.0) << "step " << row.step;
+    EXPECT_LE(row.padded_tokens, 2 * 128) << "two micro-batches of <= 128 tokens after padding";
+  }
+  ASSERT_TRUE(result.peak_shape.has_value());
+  const RunResult::PeakShape& peak = *result.peak_shape;
+  ASSERT_GE(peak.bucket, 0);
+  EXPECT_EQ(peak.width, result.buckets[static_cast<size_t>(peak.bucket)]) << "pad_to = \"bucket\"";
+  EXPECT_EQ(peak.rows, std::max<int64_t>(1, 128 / peak.width));
+  EXPECT_GE(result.largest_bucket_seen, peak.bucket);
+
+  // The data cursor resumes bucketed batches exactly: the same losses.
+  const std::string step2 = (run_dir("quickstart") / "checkpoints" / "step-2").string();
+  std::vector<std::string> resume = bucketed;
+  resume.push_back("run.name=resumed");
+  resume.push_back("checkpoint.resume_from=\"" + step2 + "\"");
+  Recorder resumed;
+  ASSERT_EQ(execute(resume, RunMode::kTrain, resumed).outcome, RunOutcome::kFinished);
+  expect_same_steps(resumed.steps, {straight.steps.begin() + 2, straight.steps.end()});
+
+  Recorder packed;
+  const RunResult plain = execute({"run.name=packed"}, RunMode::kTrain, packed);
+  EXPECT_FALSE(plain.peak_shape.has_value()) << "packed batches have no padded shape";
+  for (const StepRecord& row : TraceReader::open(plain.trace_path.string()).steps())
+    EXPECT_EQ(row.padding_fraction, 0.0);
+}
+
 TEST_F(RunTest, AStopRequestEndsTheRunWithACheckpointToResumeFrom) {
   Recorder straight;
   ASSERT_EQ(execute({"run.name=straight"}, RunMode::kTrain, straight).outcome,
