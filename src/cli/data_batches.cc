@@ -31,6 +31,14 @@ constexpr int64_t kDefaultMaxSteps = 20;
 constexpr int64_t kMaxSteps = 100'000;
 constexpr int kMaxWorldSize = 1024;
 
+// "512, 1024, 2048"
+std::string join_boundaries(const std::vector<int64_t>& boundaries) {
+  std::string out;
+  for (int64_t b : boundaries)
+    out += (out.empty() ? "" : ", ") + std::to_string(b);
+  return out;
+}
+
 }  // namespace
 
 int data_batches(const std::vector<std::string>& args) {
@@ -90,6 +98,9 @@ int data_batches(const std::vector<std::string>& args) {
   Batcher batcher(dataset, options);
   const bool packed = options.mode == BatchOptions::Mode::kPacked;
   const int64_t budget = options.max_tokens_per_micro_batch;
+  // The Batcher's options, not the config's: "auto" is resolved there.
+  const std::vector<int64_t>& buckets = batcher.options().buckets;
+  const bool bucketed = !packed && !buckets.empty();
 
   nlohmann::ordered_json j;
   if (json) {
@@ -104,6 +115,11 @@ int data_batches(const std::vector<std::string>& args) {
     } else {
       j["micro_batch_size"] = options.micro_batch_size;
       j["seq_len"] = options.seq_len;
+      if (bucketed) {
+        j["buckets"] = buckets;
+        j["pad_to"] = name_of(config.batch.pad_to);
+        j["max_tokens_per_micro_batch"] = budget;
+      }
     }
     j["world_size"] = world_size;
     j["grad_accum"] = options.grad_accum;
@@ -118,6 +134,10 @@ int data_batches(const std::vector<std::string>& args) {
                   " tokens (window " +
                   (options.packing_window ? std::to_string(options.packing_window) + " documents)"
                                           : std::string("the epoch)"))
+        : bucketed
+            ? std::to_string(buckets.size()) + " length buckets (" + join_boundaries(buckets) +
+                  " tokens) under " + std::to_string(budget) +
+                  " tokens per micro-batch, padded to " + std::string(name_of(config.batch.pad_to))
             : std::to_string(options.micro_batch_size) + " padded rows per micro-batch" +
                   (options.seq_len ? " of " + std::to_string(options.seq_len) + " tokens"
                                    : std::string(", as long as the longest"));
@@ -147,11 +167,16 @@ int data_batches(const std::vector<std::string>& args) {
         const MicroBatchPlan& b = plan[r][m];
         const int64_t documents = static_cast<int64_t>(b.documents.size());
         if (json) {
-          rank_json["micro_batches"].push_back({{"documents", documents},
-                                                {"tokens", b.tokens},
-                                                {"longest", b.longest},
-                                                {"truncated", b.truncated},
-                                                {"padding", b.padding}});
+          nlohmann::ordered_json mb = {{"documents", documents},
+                                       {"tokens", b.tokens},
+                                       {"longest", b.longest},
+                                       {"truncated", b.truncated},
+                                       {"padding", b.padding}};
+          if (bucketed) {
+            mb["bucket"] = b.bucket;
+            mb["width"] = b.width;
+          }
+          rank_json["micro_batches"].push_back(mb);
           continue;
         }
         std::printf("  %smicro-batch %zu: %3lld documents, %6lld tokens",
@@ -160,10 +185,20 @@ int data_batches(const std::vector<std::string>& args) {
         if (packed)
           std::printf(" (%5.1f%% of budget)",
                       100.0 * static_cast<double>(b.tokens) / static_cast<double>(budget));
-        std::printf(", longest %lld, truncated %lld, padding %lld%s\n",
+        if (bucketed)
+          std::printf(" (bucket %lld: <= %lld tokens, rows of %lld)",
+                      static_cast<long long>(b.bucket),
+                      static_cast<long long>(buckets[static_cast<size_t>(b.bucket)]),
+                      static_cast<long long>(b.width));
+        std::printf(", longest %lld, truncated %lld, padding %lld",
                     static_cast<long long>(b.longest), static_cast<long long>(b.truncated),
-                    static_cast<long long>(b.padding),
-                    packed && b.tokens > budget ? "  (one document over the budget)" : "");
+                    static_cast<long long>(b.padding));
+        if (!packed && b.tokens > 0)
+          std::printf(" (%.1f%%)",
+                      100.0 * static_cast<double>(b.padding) / static_cast<double>(b.tokens));
+        std::printf("%s\n", (packed || bucketed) && b.tokens > budget
+                                ? "  (one document over the budget)"
+                                : "");
       }
       rank_json["tokens"] = step.rank_tokens[r];
       if (json) s["ranks"].push_back(rank_json);
@@ -191,9 +226,12 @@ int data_batches(const std::vector<std::string>& args) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::printf("%lld steps, %lld micro-batches, %lld tokens (%lld padding)",
+  std::printf("%lld steps, %lld micro-batches, %lld tokens (%lld padding, %.1f%%)",
               static_cast<long long>(steps), static_cast<long long>(total_batches),
-              static_cast<long long>(total_tokens), static_cast<long long>(total_padding));
+              static_cast<long long>(total_tokens), static_cast<long long>(total_padding),
+              total_tokens
+                  ? 100.0 * static_cast<double>(total_padding) / static_cast<double>(total_tokens)
+                  : 0.0);
   if (packed)
     std::printf(", mean fill %.1f%% of the budget",
                 total_batches ? 100.0 * static_cast<double>(total_tokens) /

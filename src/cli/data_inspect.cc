@@ -50,6 +50,10 @@ int data_inspect(const std::vector<std::string>& args) {
     j["length_histogram"] = nlohmann::ordered_json::array();
     for (const LengthBucket& b : r.length_histogram)
       j["length_histogram"].push_back({{"min", b.min}, {"max", b.max}, {"documents", b.documents}});
+    j["suggested_buckets"] = {{"boundaries", r.suggested_buckets},
+                              {"documents", r.suggested_bucket_documents},
+                              {"padding_fraction", r.bucketed_padding_fraction},
+                              {"padding_fraction_unbucketed", r.unbucketed_padding_fraction}};
     j["vocab"] = {
         {"size", attrs.vocab_size}, {"distinct", r.vocab_distinct}, {"fraction", r.vocab_fraction}};
     j["loss_mask"] = {
@@ -84,6 +88,19 @@ int data_inspect(const std::vector<std::string>& args) {
     std::printf("    %8lld-%-8lld %8lld  %s\n", static_cast<long long>(b.min),
                 static_cast<long long>(b.max), static_cast<long long>(b.documents),
                 std::string(static_cast<size_t>(width), '#').c_str());
+  }
+  if (!r.suggested_buckets.empty()) {
+    std::string boundaries, counts;
+    for (size_t i = 0; i < r.suggested_buckets.size(); ++i) {
+      boundaries += (i ? ", " : "") + std::to_string(r.suggested_buckets[i]);
+      counts += (i ? ", " : "") + std::to_string(r.suggested_bucket_documents[i]);
+    }
+    std::printf("  buckets    batch.buckets = [%s] (\"auto\": p50, p75, p90, p99, longest)\n",
+                boundaries.c_str());
+    std::printf(
+        "             documents per bucket %s; padded rows waste %.1f%% (%.1f%% all "
+        "padded to the longest)\n",
+        counts.c_str(), 100.0 * r.bucketed_padding_fraction, 100.0 * r.unbucketed_padding_fraction);
   }
   std::printf("  vocab      %lld of %lld ids used (%.1f%%)\n",
               static_cast<long long>(r.vocab_distinct), static_cast<long long>(attrs.vocab_size),

@@ -214,11 +214,13 @@ class PrintingObserver : public RunObserver {
       const RssCheck& rss = *result.rss;
       std::fprintf(
           out_,
-          "\nrss check: peak resident %s above the baseline of %s; allocator peak reserved %s "
-          "(ratio %.3f)\n",
+          "\nrss check: peak resident %s above the baseline of %s, of which file-backed pages "
+          "%s (library code); private %s; allocator peak reserved %s (ratio %.3f)\n",
           format_bytes_exact(rss.peak_above_baseline).c_str(), format_bytes(rss.baseline).c_str(),
+          format_bytes_exact(rss.file_backed_growth).c_str(),
+          format_bytes_exact(rss.private_peak_above_baseline).c_str(),
           format_bytes_exact(rss.allocator_peak_reserved).c_str(),
-          rss.allocator_peak_reserved ? static_cast<double>(rss.peak_above_baseline) /
+          rss.allocator_peak_reserved ? static_cast<double>(rss.private_peak_above_baseline) /
                                             static_cast<double>(rss.allocator_peak_reserved)
                                       : 0.0);
     }

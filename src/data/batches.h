@@ -16,8 +16,8 @@ namespace headroom {
 
 // One step of the listing.
 struct StepBatches {
-  int64_t step = 0;   // 1-based
-  int64_t epoch = 0;  // the epoch the step starts in
+  int64_t step = 0;                                // 1-based
+  int64_t epoch = 0;                               // the epoch the step starts in
   std::vector<std::vector<MicroBatchPlan>> ranks;  // [rank][micro-batch]
   std::vector<int64_t> rank_tokens;                // per rank, padding included
   int64_t max_rank_tokens = 0;                     // the busiest rank's

@@ -344,8 +344,7 @@ ConvertSummary convert_jsonl_to_dataset(const ConvertOptions& o) {
                      " shorter than --min-tokens " + std::to_string(o.min_tokens) + ")");
   writer->finish();
   ConvertSummary summary;
-  summary.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   summary.input = reader.display_path();
   summary.output = o.out;
   summary.lines = reader.lines();

@@ -46,11 +46,11 @@ struct ConvertOptions {
 struct ConvertSummary {
   std::string input;  // the input's path, or "<stdin>"
   std::string output;
-  int64_t lines = 0;        // lines read, blank ones included
+  int64_t lines = 0;  // lines read, blank ones included
   int64_t blank_lines = 0;
-  int64_t bytes = 0;        // uncompressed input bytes
-  int64_t documents = 0;    // written
-  int64_t tokens = 0;       // written, bos/eos included
+  int64_t bytes = 0;          // uncompressed input bytes
+  int64_t documents = 0;      // written
+  int64_t tokens = 0;         // written, bos/eos included
   int64_t skipped_empty = 0;  // records with no ids
   int64_t dropped_short = 0;  // fewer than min_tokens once bos/eos are added
   bool with_mask = false;     // the dataset has a /loss_mask

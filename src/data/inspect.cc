@@ -1,5 +1,7 @@
 #include "data/inspect.h"
 
+#include "data/batcher.h"
+
 #include <algorithm>
 
 namespace headroom {
@@ -59,6 +61,22 @@ DatasetInspection inspect_dataset(const std::string& path) {
   r.mean_length =
       r.documents ? static_cast<double>(r.tokens) / static_cast<double>(r.documents) : 0.0;
   r.length_histogram = length_histogram(lengths);
+  r.suggested_buckets = auto_bucket_boundaries(lengths);
+  r.suggested_bucket_documents.assign(r.suggested_buckets.size(), 0);
+  int64_t bucketed_tokens = 0;
+  for (int64_t length : lengths) {
+    const int64_t bucket = bucket_of(r.suggested_buckets, length);
+    if (length == 0 || bucket < 0) continue;
+    ++r.suggested_bucket_documents[static_cast<size_t>(bucket)];
+    bucketed_tokens += r.suggested_buckets[static_cast<size_t>(bucket)];
+  }
+  if (bucketed_tokens > 0) {
+    r.bucketed_padding_fraction =
+        1.0 - static_cast<double>(r.tokens) / static_cast<double>(bucketed_tokens);
+    r.unbucketed_padding_fraction =
+        1.0 - static_cast<double>(r.tokens) /
+                  static_cast<double>(lengths.back() * static_cast<int64_t>(lengths.size()));
+  }
 
   // The token pass streams one document at a time. One bit per id: the
   // file's vocab_size is at most 2^31 (open() checks), so at most 256 MiB
@@ -83,8 +101,7 @@ DatasetInspection inspect_dataset(const std::string& path) {
                                              : 0;
   if (r.has_loss_mask) {
     r.targets = mask_ones;
-    r.coverage =
-        r.tokens ? static_cast<double>(mask_ones) / static_cast<double>(r.tokens) : 0;
+    r.coverage = r.tokens ? static_cast<double>(mask_ones) / static_cast<double>(r.tokens) : 0;
   } else {
     r.targets = r.tokens;
     r.coverage = 1.0;

@@ -35,8 +35,16 @@ struct DatasetInspection {
   // the longest's, empty ones included; empty documents get a bucket [0, 0]
   // of their own, first.
   std::vector<LengthBucket> length_histogram;
-  int64_t vocab_distinct = 0;   // distinct ids in /tokens
-  double vocab_fraction = 0.0;  // vocab_distinct / vocab_size (0 for vocab_size 0)
+  // batch.buckets = "auto" over these lengths (auto_bucket_boundaries in
+  // data/batcher.h, before any max_sample_tokens), what padded micro-batches
+  // padded to the bucket would waste with them, and the same for one bucket
+  // of the longest length (plain padding to the longest there is).
+  std::vector<int64_t> suggested_buckets;
+  std::vector<int64_t> suggested_bucket_documents;  // per suggested bucket
+  double bucketed_padding_fraction = 0.0;    // padding / padded tokens, rows padded to the bucket
+  double unbucketed_padding_fraction = 0.0;  // every row padded to the longest document
+  int64_t vocab_distinct = 0;                // distinct ids in /tokens
+  double vocab_fraction = 0.0;               // vocab_distinct / vocab_size (0 for vocab_size 0)
   bool has_loss_mask = false;
   // Tokens that are targets: those with loss_mask 1, or every token when the
   // file has no /loss_mask; coverage = targets / tokens (1 without a mask, 0

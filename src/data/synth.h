@@ -16,8 +16,8 @@ namespace headroom {
 inline constexpr int64_t kMaxSynthDocuments = 100'000'000;
 
 struct SynthOptions {
-  std::string out;         // the dataset file to write
-  MarkovSpec spec;         // the chain; spec.seed also seeds the documents
+  std::string out;  // the dataset file to write
+  MarkovSpec spec;  // the chain; spec.seed also seeds the documents
   int64_t documents = 1000;
   LengthSpec lengths = LengthSpec::uniform(32, 512);
   bool overwrite = false;  // replace an existing `out` (never a folder)

@@ -265,6 +265,7 @@ RunResult Run::execute(RunObserver& observer) {
   // kernel's high-water mark restarted there.
   const bool measure_rss = s.backend == BackendKind::kCpu && reset_peak_resident();
   const uint64_t rss_baseline = measure_rss ? resident_bytes() : 0;
+  const uint64_t rss_file_baseline = measure_rss ? resident_file_bytes() : 0;
 
   // The run has a result from here on (a step, a checkpoint, a postmortem):
   // its files replace the earlier run's.
@@ -431,6 +432,10 @@ RunResult Run::execute(RunObserver& observer) {
     RssCheck rss;
     rss.baseline = rss_baseline;
     rss.peak_above_baseline = peak_resident_bytes() - rss_baseline;
+    const uint64_t file_now = resident_file_bytes();
+    rss.file_backed_growth = std::min(
+        rss.peak_above_baseline, file_now > rss_file_baseline ? file_now - rss_file_baseline : 0);
+    rss.private_peak_above_baseline = rss.peak_above_baseline - rss.file_backed_growth;
     rss.allocator_peak_reserved =
         allocator.peak_reserved() + (host_allocator ? host_allocator->peak_reserved() : 0);
     result.rss = rss;

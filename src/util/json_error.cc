@@ -23,8 +23,8 @@ JsonErrorText split_json_error(std::string_view what) {
   return text;
 }
 
-std::string json_syntax_error_message(const std::string& path, std::string_view what,
-                                      uint64_t byte, std::string_view of) {
+std::string json_syntax_error_message(const std::string& path, std::string_view what, uint64_t byte,
+                                      std::string_view of) {
   const JsonErrorText text = split_json_error(what);
   std::string message = path + ": JSON syntax error at byte " + std::to_string(byte);
   message += of;

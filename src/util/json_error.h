@@ -31,8 +31,8 @@ JsonErrorText split_json_error(std::string_view what);
 // "<path>: JSON syntax error at byte <byte><of> (<position>): <detail>",
 // without the parenthesis when what() has no position. `of` names what the
 // offset counts from when that is not the start of `path` (" of the header").
-std::string json_syntax_error_message(const std::string& path, std::string_view what,
-                                      uint64_t byte, std::string_view of = {});
+std::string json_syntax_error_message(const std::string& path, std::string_view what, uint64_t byte,
+                                      std::string_view of = {});
 
 // Throws UsageError(json_syntax_error_message(...)).
 [[noreturn]] void throw_json_syntax_error(const std::string& path, std::string_view what,

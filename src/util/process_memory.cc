@@ -25,6 +25,9 @@ uint64_t status_field_kib(const char* field) {
 uint64_t resident_bytes() {
   return status_field_kib("VmRSS") * 1024;
 }
+uint64_t resident_file_bytes() {
+  return status_field_kib("RssFile") * 1024;
+}
 uint64_t peak_resident_bytes() {
   return status_field_kib("VmHWM") * 1024;
 }

@@ -219,6 +219,25 @@ TEST(GemmPlans, KeepsTheMostRecentlyExecutedPrimitivesOnly) {
   EXPECT_EQ(plans.executable(), GemmPlans::kExecutablePrimitives);
 }
 
+TEST(GemmPlans, KeepsTheMostRecentlyUsedDescriptorsOnly) {
+  GemmPlans plans;
+  auto key_of = [](size_t i) {
+    return make_gemm_key({static_cast<int64_t>(i + 1), 4, 8}, false, false, DType::kF32,
+                         DType::kF32, 1.0f, 0.0f);
+  };
+  plans.primitive(plans.get(key_of(0)));  // the oldest has a primitive, to go with it
+  for (size_t i = 1; i < GemmPlans::kPlans + 10; ++i) {
+    plans.get(key_of(i));
+    plans.get(key_of(1));  // used again and again: never the oldest
+  }
+  EXPECT_EQ(plans.size(), GemmPlans::kPlans);
+  EXPECT_EQ(plans.executable(), 0u);  // went with its plan
+  const uint64_t scratchpad = plans.get(key_of(1)).scratchpad_bytes;
+  EXPECT_EQ(plans.get(key_of(0)).route, GemmRoute::kNative);  // rebuilt on demand
+  EXPECT_EQ(plans.size(), GemmPlans::kPlans);
+  EXPECT_EQ(plans.get(key_of(1)).scratchpad_bytes, scratchpad);
+}
+
 TEST(CpuGemm, AnEvictedPlanGivesTheSameBitsWhenRebuilt) {
   BackendUnderTest cpu(BackendKind::kCpu);
   Tensor b = cpu.backend->empty({24, 40}, DType::kF32, Category::kParam, "b");

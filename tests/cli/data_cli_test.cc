@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -246,6 +247,63 @@ TEST_F(DataCli, BatchesShowsThePaddingOfPaddedMode) {
   for (const json& step : fixed["steps"])
     for (const json& b : step["ranks"][0]["micro_batches"])
       EXPECT_EQ(b["tokens"], 200) << "two rows of seq_len";
+}
+
+// Two length groups, 60-80 and 220-260: the suggested boundaries separate
+// them, and padding each row to its bucket wastes far less than padding all
+// to the longest.
+TEST_F(DataCli, InspectSuggestsBucketBoundaries) {
+  synth("a.h5");
+  Result r = run("inspect a.h5 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  const json& s = j["suggested_buckets"];
+  const std::vector<int64_t> boundaries = s["boundaries"].get<std::vector<int64_t>>();
+  ASSERT_FALSE(boundaries.empty());
+  EXPECT_TRUE(std::is_sorted(boundaries.begin(), boundaries.end()));
+  EXPECT_EQ(boundaries.back(), j["lengths"]["p100"].get<int64_t>());
+  EXPECT_LE(boundaries.front(), 80) << "the short group's own bucket";
+  int64_t documents = 0;
+  for (const json& d : s["documents"])
+    documents += d.get<int64_t>();
+  EXPECT_EQ(documents, 120);
+  EXPECT_LT(s["padding_fraction"].get<double>(), s["padding_fraction_unbucketed"].get<double>());
+  EXPECT_GT(s["padding_fraction_unbucketed"].get<double>(), 0.3);
+  r = run("inspect a.h5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("batch.buckets = ["), std::string::npos) << r.out;
+}
+
+// Lengths 60-80 and 220-260 (synth): with buckets [128, 512] each
+// micro-batch holds one bucket's documents, as many rows as fit 1024 tokens.
+TEST_F(DataCli, BatchesShowsTheBucketOfEachMicroBatch) {
+  synth("a.h5");
+  const std::string set =
+      "batches --set data.path=a.h5 --set batch.mode=padded --set 'batch.buckets=[128, 512]'"
+      " --set batch.max_tokens_per_micro_batch=1024 --steps 8";
+  Result r = run(set + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["buckets"], json::array({128, 512}));
+  EXPECT_EQ(j["pad_to"], "bucket");
+  std::set<int64_t> seen;
+  for (const json& step : j["steps"])
+    for (const json& b : step["ranks"][0]["micro_batches"]) {
+      const int64_t bucket = b["bucket"].get<int64_t>();
+      seen.insert(bucket);
+      const int64_t width = bucket == 0 ? 128 : 512;
+      EXPECT_EQ(b["width"], width);
+      EXPECT_EQ(b["tokens"].get<int64_t>(), b["documents"].get<int64_t>() * width);
+      EXPECT_LE(b["tokens"].get<int64_t>(), 1024);
+      EXPECT_LE(b["longest"].get<int64_t>(), width);
+    }
+  EXPECT_EQ(seen, (std::set<int64_t>{0, 1})) << "both buckets within 8 steps";
+
+  r = run(set);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 length buckets (128, 512 tokens) under 1024 tokens"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("(bucket 1: <= 512 tokens, rows of 512)"), std::string::npos) << r.out;
 }
 
 TEST_F(DataCli, BatchesDefaultsToRunStepsCappedAtTwenty) {

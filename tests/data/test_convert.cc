@@ -108,9 +108,8 @@ TEST(Convert, TextThroughTheTokenizer) {
   const TokenDataset dataset = TokenDataset::open(o.out, 283);
   ASSERT_EQ(dataset.num_documents(), 1);
   EXPECT_FALSE(dataset.has_loss_mask());
-  EXPECT_EQ(document(dataset, 0).tokens,
-            (std::vector<int32_t>{116, 104, 101, 263, 266, 32, 105, 115, 32, 106, 117, 109, 112,
-                                  268}));
+  EXPECT_EQ(document(dataset, 0).tokens, (std::vector<int32_t>{116, 104, 101, 263, 266, 32, 105,
+                                                               115, 32, 106, 117, 109, 112, 268}));
   EXPECT_EQ(dataset.attributes().tokenizer, "tiny-gpt2");
 }
 

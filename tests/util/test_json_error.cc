@@ -32,9 +32,9 @@ TEST(JsonError, SplitsNlohmannsMessage) {
   // A message in neither shape is all detail; a tag alone is dropped.
   EXPECT_EQ(split_json_error("something else").detail, "something else");
   EXPECT_EQ(split_json_error("something else").position, "");
-  EXPECT_EQ(split_json_error("[json.exception.out_of_range.406] number overflow parsing '1e999'")
-                .detail,
-            "number overflow parsing '1e999'");
+  EXPECT_EQ(
+      split_json_error("[json.exception.out_of_range.406] number overflow parsing '1e999'").detail,
+      "number overflow parsing '1e999'");
 }
 
 TEST(JsonError, NamesThePathTheByteAndTheLine) {
@@ -47,10 +47,10 @@ TEST(JsonError, NamesThePathTheByteAndTheLine) {
             "config.json: JSON syntax error at byte 26 (line 3, column 14): syntax error while "
             "parsing value - unexpected ']'; expected '[', '{', or a literal");
   const auto cut = parse_error_of("{\"a\": [1, 2");
-  EXPECT_EQ(json_syntax_error_message("x.safetensors: header", cut.what(), cut.byte,
-                                      " of the header"),
-            "x.safetensors: header: JSON syntax error at byte 12 of the header (line 1, column "
-            "12): syntax error while parsing array - unexpected end of input; expected ']'");
+  EXPECT_EQ(
+      json_syntax_error_message("x.safetensors: header", cut.what(), cut.byte, " of the header"),
+      "x.safetensors: header: JSON syntax error at byte 12 of the header (line 1, column "
+      "12): syntax error while parsing array - unexpected end of input; expected ']'");
 }
 
 TEST(JsonError, AStreamGivesTheSameMessage) {

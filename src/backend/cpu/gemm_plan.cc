@@ -47,7 +47,16 @@ GemmPlans::GemmPlans() : engine_(dnnl::engine::kind::cpu, 0) {
 
 GemmPlan& GemmPlans::get(const GemmKey& key) {
   auto it = plans_.find(key);
-  if (it != plans_.end()) return it->second;
+  if (it != plans_.end()) {
+    used_.splice(used_.begin(), used_, it->second.used);
+    return it->second;
+  }
+  if (plans_.size() >= kPlans) {
+    auto oldest = plans_.find(used_.back());
+    if (oldest->second.primitive) recent_.erase(oldest->second.recent);
+    plans_.erase(oldest);
+    used_.pop_back();
+  }
 
   GemmPlan plan;
   plan.key = key;
@@ -72,6 +81,8 @@ GemmPlan& GemmPlans::get(const GemmKey& key) {
     }
     plan.scratchpad_bytes = plan.descriptor.scratchpad_desc().get_size();
   }
+  used_.push_front(key);
+  plan.used = used_.begin();
   return plans_.emplace(key, std::move(plan)).first->second;
 }
 

@@ -45,31 +45,41 @@ struct GemmPlan {
   // (GemmPlans::kExecutablePrimitives); meta never makes it.
   dnnl::matmul primitive;
   std::list<GemmKey>::iterator recent;  // valid while `primitive` is
+  std::list<GemmKey>::iterator used;    // this plan's place in GemmPlans' use order
 };
 
-// Plans by key, made on first use and kept for the owner's lifetime; the
-// executable primitives of the most recently executed plans only.
+// Plans by key, made on first use and kept while among the kPlans most
+// recently used; their executable primitives while among the
+// kExecutablePrimitives most recently executed.
 //
 // Why bounded: packed batches give every micro-batch its own token count T,
 // hence new gemm shapes (M = T) nearly every step. Kept for the run, their
 // primitives (JIT code and oneDNN's bookkeeping, ~70 KiB each, malloc'd by
 // oneDNN and invisible to headroom's allocator) grew the quickstart's
-// resident set by ~30 MiB over 150 steps. Descriptors stay: a plan is asked
-// for its scratchpad by meta and cpu alike, and a descriptor is small.
+// resident set by ~30 MiB over 150 steps, and the descriptors (~30 KiB each
+// on an AMX host) by more, without end on a long run. Rebuilding an evicted
+// descriptor is cheap (microseconds, no JIT) and gives the same scratchpad.
 // The constructor also sets oneDNN's own primitive cache to hold nothing
 // (dnnl::set_primitive_cache_capacity(0), process-wide): otherwise it keeps
 // every evicted primitive alive up to 1024 entries.
 class GemmPlans {
  public:
-  // Executable primitives kept at most. A training step uses about ten gemm
-  // shapes per distinct token count; this holds several steps' worth.
-  static constexpr size_t kExecutablePrimitives = 64;
+  // Executable primitives kept at most, and descriptors. A packed step uses
+  // about twenty gemm keys (fwd, dX and dW shapes, loss chunks), all with its
+  // own token count: the descriptors hold a few steps' worth. Measured on the
+  // quickstart (30 steps, AMX host): resident/reserved 1.057 with 32 / 256,
+  // 1.025 with 16 / 32, at the same tokens/s; JIT costs little next to a
+  // step.
+  static constexpr size_t kExecutablePrimitives = 16;
+  static constexpr size_t kPlans = 64;
 
   GemmPlans();
   GemmPlans(const GemmPlans&) = delete;
   GemmPlans& operator=(const GemmPlans&) = delete;
 
-  // The plan for `key`; references stay valid for this object's lifetime.
+  // The plan for `key`, marked most recently used. The reference stays valid
+  // until kPlans other keys have been asked for (the front asks for a plan
+  // and executes it before it asks for the next).
   GemmPlan& get(const GemmKey& key);
   // The scratchpad a cpu gemm of `key` allocates (0: none), from the same
   // cached descriptor cpu executes.
@@ -79,7 +89,7 @@ class GemmPlans {
   // the next call of primitive().
   const dnnl::matmul& primitive(GemmPlan& plan);
   const dnnl::engine& engine() const { return engine_; }
-  size_t size() const { return plans_.size(); }
+  size_t size() const { return plans_.size(); }  // <= kPlans
   // Plans holding an executable primitive now (<= kExecutablePrimitives).
   size_t executable() const { return recent_.size(); }
 
@@ -87,6 +97,7 @@ class GemmPlans {
   dnnl::engine engine_;
   std::map<GemmKey, GemmPlan> plans_;
   std::list<GemmKey> recent_;  // keys of plans with a primitive, most recent first
+  std::list<GemmKey> used_;    // keys of all plans, most recently used first
 };
 
 // The host-cpu rule: per call, the widened copies (kWidened) and oneDNN's
