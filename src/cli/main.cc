@@ -20,6 +20,8 @@ commands:
                      the embedded quickstart experiment
   plan  [exp.toml]   run the same schedule on the meta backend: every allocation
                      of the real run, no math; prints the peak and whether it fits
+  fit   [exp.toml] --vary KEY [--device PRESET | --capacity BYTES]
+                     the largest value of KEY whose plan fits, by planning
   report <trace.h5 | run folder>
                      summarize a trace: attributes, steps, peak bytes by category
   data <tool> ...    dataset tools
@@ -56,6 +58,7 @@ int main(int argc, char** argv) {
     if (command == "report") return headroom::report_command(args);
     if (command == "data") return headroom::data_command(args);
     if (command == "export") return headroom::export_command(args);
+    if (command == "fit") return headroom::fit_command(args);
     std::fprintf(stderr, "headroom: unknown command \"%s\"\n\n%s", command.c_str(), kUsage);
     return static_cast<int>(headroom::ExitCode::kUsage);
   } catch (const headroom::OutOfMemory& oom) {

@@ -1,13 +1,19 @@
 #include "run_experiment.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 
+#include "advice/advice.h"
+#include "advice/why.h"
 #include "comm/mpi_comm.h"
 #include "config/config.h"
 #include "embedded_quickstart.h"
 #include "report/summary.h"
+#include "trace/oom_advice.h"
 #include "trace/reader.h"
 #include "train/merge_adapters.h"
 #include "train/run.h"
@@ -254,6 +260,53 @@ int exit_code_of(const RunResult& result) {
   throw InternalError("unknown run outcome");
 }
 
+// A rank's out-of-memory, for the advice that follows it.
+struct RankOom {
+  int rank = 0;
+  std::filesystem::path trace;
+  Postmortem postmortem;
+};
+
+// After an out-of-memory: why it ran out (printed to stderr after the
+// postmortem), then, unless `advise` is false, the same schedule re-planned
+// with one change at a time and what fits; both added to the traces of the
+// ranks that failed (/oom/advice). Advice that cannot be had (a disk too
+// full for its plans) is said and skipped: the postmortem is already safe.
+void explain_and_advise(const ExperimentConfig& config, int world_size,
+                        const std::vector<RankOom>& ooms, bool advise_too) {
+  std::vector<nlohmann::json> whys;
+  for (const RankOom& oom : ooms) {
+    const OomExplanation why = explain_oom(config, oom.rank, world_size, oom.postmortem);
+    if (&oom == &ooms.front()) std::fprintf(stderr, "%s", format_explanation(why).c_str());
+    whys.push_back(why.findings);
+  }
+  nlohmann::json advice_of_run = nlohmann::json::object();
+  if (advise_too) {
+    const std::filesystem::path scratch =
+        std::filesystem::temp_directory_path() /
+        ("headroom-advice-" + std::to_string(static_cast<long long>(::getpid())));
+    try {
+      const Advice advice = advise(config, world_size, scratch);
+      std::fprintf(stderr, "%s", format_advice(advice).c_str());
+      advice_of_run = nlohmann::json::parse(advice_json(advice));
+    } catch (const Error& e) {
+      std::fprintf(stderr, "\nno advice: %s\n", e.what());
+    }
+  }
+  try {
+    for (size_t i = 0; i < ooms.size(); ++i) {
+      nlohmann::json stored = advice_of_run;
+      stored["why"] = whys[i];
+      write_oom_advice(ooms[i].trace.string(), stored.dump(1));
+    }
+    if (!ooms.empty())
+      std::fprintf(stderr, "  %s written to %s (/oom/advice)\n",
+                   advise_too ? "why and what would fit" : "why", ooms.front().trace.c_str());
+  } catch (const Error& e) {
+    std::fprintf(stderr, "  could not add the advice to the trace: %s\n", e.what());
+  }
+}
+
 // One rank's run; rank 0 alone prints (to `out`, nullptr for none).
 RunResult run_rank(const ExperimentConfig& config, const RunOptions& options, RunMode mode,
                    Communicator& comm, std::FILE* out) {
@@ -268,7 +321,13 @@ int run_single(const RunOptions& options, RunMode mode, Communicator& comm) {
     if (comm.rank() == 0) std::fputs(to_toml(config).c_str(), stdout);
     return 0;
   }
-  return exit_code_of(run_rank(config, options, mode, comm, stdout));
+  const RunResult result = run_rank(config, options, mode, comm, stdout);
+  if (result.oom) {
+    std::fflush(stdout);
+    explain_and_advise(config, comm.world_size(), {{comm.rank(), result.trace_path, *result.oom}},
+                       options.advise);
+  }
+  return exit_code_of(result);
 }
 
 // `plan --world-size N`: rank after rank in this process, each on a
@@ -308,6 +367,14 @@ int plan_ranks(const RunOptions& options) {
                 format_bytes(r.peak_step_allocated).c_str(),
                 format_bytes(r.peak_step_reserved).c_str(),
                 static_cast<long long>(r.longest_sample), verdict.c_str());
+  }
+  std::vector<RankOom> ooms;
+  for (size_t rank = 0; rank < results.size(); ++rank)
+    if (results[rank].oom)
+      ooms.push_back({static_cast<int>(rank), results[rank].trace_path, *results[rank].oom});
+  if (!ooms.empty()) {
+    std::fflush(stdout);
+    explain_and_advise(config, options.world_size, ooms, options.advise);
   }
   return worst;
 }

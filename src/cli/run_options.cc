@@ -19,7 +19,9 @@ bool parse_run_options(const std::string& command, const std::vector<std::string
       "print the resolved config (file + --set) as TOML and exit")(
       "overwrite", po::bool_switch(&options.overwrite),
       "replace the earlier run with the same run.name (its traces, config and checkpoints), "
-      "once this one has started");
+      "once this one has started")(
+      "no-advice", po::bool_switch(),
+      "after an out-of-memory, do not re-plan with single changes to say what would fit");
   if (command == "plan")
     visible.add_options()("world-size", po::value<int>(&options.world_size)->default_value(1),
                           "simulate this many data-parallel ranks, one after another, each "
@@ -46,6 +48,7 @@ bool parse_run_options(const std::string& command, const std::vector<std::string
     throw UsageError("--world-size " + std::to_string(options.world_size) + ": expected 1.." +
                      std::to_string(kMaxPlannedRanks) +
                      " (ranks are planned one after another, each writing a trace)");
+  options.advise = !vm["no-advice"].as<bool>();
   if (vm.count("help")) {
     std::cout
         << "usage: headroom " << command << " [exp.toml] [options]\n\n"

@@ -12,6 +12,7 @@ struct RunOptions {
   bool print_config = false;           // print the resolved config and stop
   bool overwrite = false;              // replace an existing run folder's trace
   int world_size = 1;                  // plan: data-parallel ranks to simulate
+  bool advise = true;  // after an OOM, re-plan with single changes (advice/advice.h)
 };
 
 // Parses `args` for `command` ("train" or "plan"). Returns false after

@@ -1,6 +1,7 @@
 #include "memory/allocator.h"
 
 #include <algorithm>
+#include <map>
 
 #include "util/bytes.h"
 #include "util/error.h"
@@ -80,6 +81,7 @@ void Allocator::reset_peaks() {
   stats_.peak_reserved = stats_.reserved;
   stats_.peak_by_category = stats_.live_by_category;
   stats_.by_category_at_peak = stats_.live_by_category;
+  stats_.live_by_category_at_reset = stats_.live_by_category;
   stats_.peak_allocated_by_phase.fill(0);
   stats_.peak_reserved_by_phase.fill(0);
   int p = static_cast<int>(phase_);
@@ -336,6 +338,27 @@ std::vector<LiveBlock> Allocator::largest_live_blocks(size_t limit) const {
   return out;
 }
 
+std::vector<LiveGroup> Allocator::live_groups(size_t limit) const {
+  std::map<std::pair<std::string, Category>, LiveGroup> groups;
+  for (const auto& [id, block] : blocks_by_id_) {
+    const std::string pattern = tag_pattern(tags_[block->tag_id]);
+    LiveGroup& g = groups[{pattern, block->category}];
+    g.pattern = pattern;
+    g.category = block->category;
+    g.blocks += 1;
+    g.bytes += block->size;
+  }
+  std::vector<LiveGroup> out;
+  for (auto& [key, group] : groups)
+    out.push_back(std::move(group));
+  std::sort(out.begin(), out.end(), [](const LiveGroup& a, const LiveGroup& b) {
+    if (a.bytes != b.bytes) return a.bytes > b.bytes;
+    return a.pattern < b.pattern;
+  });
+  if (out.size() > limit) out.resize(limit);
+  return out;
+}
+
 void Allocator::raise_oom(uint64_t requested, uint64_t rounded, uint64_t segment_bytes,
                           Category category, uint32_t tag_id, std::string_view description) {
   Postmortem pm;
@@ -356,6 +379,8 @@ void Allocator::raise_oom(uint64_t requested, uint64_t rounded, uint64_t segment
       options_.capacity != 0 && stats_.reserved + segment_bytes > options_.capacity;
   pm.live_by_category = stats_.live_by_category;
   pm.largest_live = largest_live_blocks(10);
+  pm.step_start_by_category = stats_.live_by_category_at_reset;
+  pm.live_groups = live_groups(kPostmortemGroups);
   emit(MemoryAction::kOom, rounded, nullptr, category, tag_id);
   throw OutOfMemory(std::move(pm));
 }

@@ -70,6 +70,9 @@ struct MemoryStats {
   std::array<uint64_t, kNumPhases> peak_reserved_by_phase{};
   // live_by_category at the moment of peak_allocated: "what the peak was made of".
   std::array<uint64_t, kNumCategories> by_category_at_peak{};
+  // live_by_category at the last reset_peaks() (a step's start): what an OOM
+  // is compared with to say which category grew.
+  std::array<uint64_t, kNumCategories> live_by_category_at_reset{};
   uint64_t num_allocs = 0;          // since construction
   uint64_t num_segment_allocs = 0;  // since construction
 };
@@ -129,6 +132,9 @@ class Allocator {
 
   // Live blocks, largest first (ties: older first), at most `limit`.
   std::vector<LiveBlock> largest_live_blocks(size_t limit) const;
+  // The live blocks grouped by tag pattern (tag_pattern) and category, the
+  // `limit` largest groups first.
+  std::vector<LiveGroup> live_groups(size_t limit) const;
   size_t num_live_blocks() const { return blocks_by_id_.size(); }
   size_t num_segments() const { return segments_.size(); }
 

@@ -26,6 +26,22 @@ std::string first_line(const Postmortem& pm) {
 
 }  // namespace
 
+std::string tag_pattern(const std::string& tag) {
+  std::string out;
+  size_t start = 0;
+  while (start <= tag.size()) {
+    size_t end = tag.find('.', start);
+    if (end == std::string::npos) end = tag.size();
+    const std::string field = tag.substr(start, end - start);
+    const bool number = !field.empty() && std::all_of(field.begin(), field.end(),
+                                                      [](char c) { return c >= '0' && c <= '9'; });
+    if (start > 0) out += '.';
+    out += number ? "*" : field;
+    start = end + 1;
+  }
+  return out;
+}
+
 std::string format_postmortem(const Postmortem& pm) {
   std::string out = first_line(pm) + "\n";
   out += "  allocated " + format_bytes(pm.allocated) + ", reserved " + format_bytes(pm.reserved) +

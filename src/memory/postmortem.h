@@ -20,6 +20,22 @@ struct LiveBlock {
   int64_t step;
 };
 
+// Live blocks whose tags differ only in their numbers: "block.*.mlp.up.out"
+// holds block.0.mlp.up.out ... block.35.mlp.up.out, "loss.chunk.*.logits"
+// every kept chunk.
+struct LiveGroup {
+  std::string pattern;
+  Category category = Category::kWorkspace;
+  uint64_t blocks = 0;
+  uint64_t bytes = 0;
+};
+
+// `tag` with every dot-separated field that is a number replaced by "*".
+std::string tag_pattern(const std::string& tag);
+
+// Groups a postmortem keeps (Allocator::live_groups).
+inline constexpr size_t kPostmortemGroups = 24;
+
 struct Postmortem {
   // The request that failed.
   uint64_t requested_bytes = 0;  // as asked
@@ -39,6 +55,11 @@ struct Postmortem {
   bool capacity_limited = false;  // true: memory.device_capacity said no; false: the source did
   std::array<uint64_t, kNumCategories> live_by_category{};
   std::vector<LiveBlock> largest_live;  // at most 10, largest first
+  // live_by_category when the step began (the allocator's last
+  // reset_peaks): what grew during the failing step. Not in the trace's /oom
+  // attributes; advice/why.h says it.
+  std::array<uint64_t, kNumCategories> step_start_by_category{};
+  std::vector<LiveGroup> live_groups;  // at most kPostmortemGroups, largest first
 };
 
 // The readable table the CLI prints:

@@ -1,0 +1,106 @@
+// What would have fitted: an out-of-memory plan or run re-planned on the
+// meta backend for the same target device with one change at a time from a
+// catalogue of knobs, and the changes that fit ranked by what they cost.
+//
+// PyTorch's OOM message names the failing allocation and memory_viz shows
+// what filled the card; neither says which change makes the run fit. Each
+// counterfactual here is an ordinary `headroom plan` (train/run.h, promise
+// 1: the same code path), of the same schedule (run.steps) on the same
+// data, with the knob's --set overrides applied after the user's; its peak
+// is the planner's, so applying the printed --set really gives it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "advice/step_cost.h"
+#include "config/config.h"
+
+namespace headroom {
+
+// How far a change moves the training away from the one asked for. The
+// ranking prefers a lower tier at any cost: a run that trains the same
+// model on the same tokens beats a cheaper one that does not.
+enum class KnobEffect : uint8_t {
+  kSameTraining,     // the same updates (up to float summation order): recompute, sharding, offload
+  kSameGlobalBatch,  // the same tokens per optimizer step, split differently (or logits in bf16)
+  kChangesTraining,  // other tokens (truncation) or other parameters trained (LoRA)
+};
+
+// "same training", "same global batch", "changes the training".
+std::string_view name_of(KnobEffect effect);
+
+// One change from the catalogue.
+struct Knob {
+  std::string what;                    // "activation checkpointing of every block"
+  std::vector<std::string> overrides;  // the --set values, in order
+  KnobEffect effect = KnobEffect::kSameTraining;
+  std::string note;  // what it changes beyond memory, e.g. "truncates 12 of 2000 documents"
+};
+
+// The knobs worth planning for `config` at `world_size` ranks: those whose
+// value differs from the config's and that can lower memory. `lengths`, the
+// dataset's document lengths, gives data.max_sample_tokens its 99th
+// percentile (no such knob when empty).
+std::vector<Knob> knob_catalogue(const ExperimentConfig& config, int world_size,
+                                 const std::vector<int64_t>& lengths);
+
+// One plan's outcome, the highest over its ranks.
+struct PlanFigures {
+  bool ran = false;         // false: the config was refused (usage_error says why)
+  std::string usage_error;  // the knob does not apply to this config
+  bool out_of_memory = false;
+  std::string oom_tag;  // the failing request's tag and phase
+  uint64_t peak_allocated = 0;
+  uint64_t peak_reserved = 0;
+  uint64_t capacity = 0;  // the allocator's (0: unlimited)
+  StepShape shape;        // rank 0's mean step
+  double seconds = 0;     // wall time of the plan(s)
+  bool fits() const { return ran && !out_of_memory && (capacity == 0 || peak_reserved <= capacity); }
+};
+
+// Plans `config` with `overrides` applied (all ranks of `world_size`,
+// simulated, one after another) into throwaway folders under `scratch`,
+// which is removed afterwards; nothing else is written.
+PlanFigures plan_with(const ExperimentConfig& config, int world_size,
+                      const std::vector<std::string>& overrides,
+                      const std::filesystem::path& scratch);
+
+struct Counterfactual {
+  Knob knob;
+  PlanFigures plan;
+  StepCost cost;
+  StepCost base_cost;        // the config's own step over the same tokens
+  double step_seconds = 0;   // seconds_of(cost) at the advice's rates
+  double extra_fraction = 0; // step_seconds over the baseline's, minus 1
+};
+
+struct Advice {
+  PlanFigures baseline;  // the plan that ran out of memory (as re-planned)
+  DeviceRates rates;
+  std::vector<Counterfactual> fits;        // ranked: tier, then extra step time
+  std::vector<Counterfactual> not_fitting; // planned, still out of memory (lowest peak first)
+  std::vector<Counterfactual> refused;     // the config refused the change
+  // When no single change fits: the two fitting-closest changes of the same
+  // training combined, if that fits.
+  std::optional<Counterfactual> combined;
+  double seconds = 0;  // wall time of all the plans
+};
+
+// Re-plans `config` (which ran out of memory at `world_size` ranks) with
+// every knob of the catalogue. `scratch` is a folder it may create and
+// removes.
+Advice advise(const ExperimentConfig& config, int world_size, const std::filesystem::path& scratch);
+
+// The text `plan` and `train` print after a postmortem: the first line is the
+// cheapest change that fits as the --set to use.
+std::string format_advice(const Advice& advice);
+
+// The advice as JSON text, as the trace stores it (/oom/advice) and
+// `report` reads it.
+std::string advice_json(const Advice& advice);
+
+}  // namespace headroom

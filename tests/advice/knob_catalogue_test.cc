@@ -1,0 +1,111 @@
+// Which changes the catalogue offers for a config: only those that differ
+// from it and can lower memory, each as --set values the loader accepts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "advice/advice.h"
+
+namespace headroom {
+namespace {
+
+std::vector<std::string> all_overrides(const std::vector<Knob>& knobs) {
+  std::vector<std::string> out;
+  for (const Knob& k : knobs)
+    for (const std::string& o : k.overrides) out.push_back(o);
+  return out;
+}
+
+bool has(const std::vector<std::string>& list, const std::string& value) {
+  return std::find(list.begin(), list.end(), value) != list.end();
+}
+
+ExperimentConfig gpu_config() {
+  return load_config_string(R"(
+[run]
+backend = "cuda"
+[model]
+preset = "qwen3-4b"
+dtype = "bf16"
+[data]
+path = "x.h5"
+[batch]
+mode = "packed"
+max_tokens_per_micro_batch = 4096
+[loss]
+chunk_size = 1024
+mode = "save"
+)",
+                            "test");
+}
+
+TEST(KnobCatalogue, OffersEachKnobThatDiffersFromTheConfig) {
+  const ExperimentConfig c = gpu_config();
+  const std::vector<std::string> sets = all_overrides(knob_catalogue(c, 1, {}));
+  EXPECT_TRUE(has(sets, "checkpoint.activations=full"));
+  EXPECT_TRUE(has(sets, "checkpoint.activations=every_2"));
+  EXPECT_TRUE(has(sets, "loss.mode=recompute"));
+  EXPECT_TRUE(has(sets, "loss.logits_dtype=bf16"));
+  EXPECT_TRUE(has(sets, "zero.offload_optimizer=true"));
+  EXPECT_TRUE(has(sets, "batch.max_tokens_per_micro_batch=2048"));
+  EXPECT_TRUE(has(sets, "batch.grad_accum=2"));
+  EXPECT_TRUE(has(sets, "lora.enabled=true"));
+  EXPECT_TRUE(has(sets, "memory.allocator=exact"));
+  const std::vector<Knob> knobs = knob_catalogue(c, 1, {});
+  EXPECT_FALSE(std::any_of(knobs.begin(), knobs.end(), [](const Knob& k) {
+    return k.overrides.size() == 1 && k.overrides.front().starts_with("zero.stage");
+  })) << "one rank: no stage to shard over";
+  EXPECT_TRUE(has(sets, "zero.stage=1")) << "offload needs stage 1";
+  EXPECT_FALSE(std::any_of(sets.begin(), sets.end(), [](const std::string& s) {
+    return s.starts_with("data.max_sample_tokens");
+  })) << "no lengths given";
+}
+
+TEST(KnobCatalogue, LeavesOutWhatTheConfigAlreadyDoes) {
+  ExperimentConfig c = gpu_config();
+  c.checkpoint.activations = 1;
+  c.loss.mode = LossSection::Mode::kRecompute;
+  c.zero.offload_optimizer = true;
+  c.memory.allocator = MemorySection::Allocator::kExact;
+  const std::vector<std::string> sets = all_overrides(knob_catalogue(c, 2, {}));
+  EXPECT_FALSE(has(sets, "checkpoint.activations=full"));
+  EXPECT_FALSE(has(sets, "checkpoint.activations=every_2"));
+  EXPECT_FALSE(has(sets, "loss.mode=recompute"));
+  EXPECT_TRUE(has(sets, "loss.chunk_size=512")) << "recompute already: a smaller chunk";
+  EXPECT_FALSE(has(sets, "zero.offload_optimizer=true"));
+  EXPECT_FALSE(has(sets, "memory.allocator=exact"));
+  EXPECT_TRUE(has(sets, "zero.stage=1")) << "two ranks at stage 0";
+}
+
+TEST(KnobCatalogue, TruncatesAtTheNinetyNinthPercentileAndCountsWhatIsCut) {
+  ExperimentConfig c = gpu_config();
+  std::vector<int64_t> lengths(200, 100);
+  lengths[0] = 5000;
+  lengths[1] = 3000;
+  lengths[2] = 150;
+  // Nearest rank: the 198th of 200 sorted lengths is 150.
+  const std::vector<Knob> knobs = knob_catalogue(c, 1, lengths);
+  const auto cut = std::find_if(knobs.begin(), knobs.end(), [](const Knob& k) {
+    return k.overrides.front().starts_with("data.max_sample_tokens");
+  });
+  ASSERT_NE(cut, knobs.end());
+  EXPECT_EQ(cut->overrides.front(), "data.max_sample_tokens=150");
+  EXPECT_EQ(cut->effect, KnobEffect::kChangesTraining);
+  EXPECT_NE(cut->note.find("truncates 2 of 200 documents (7700 tokens)"), std::string::npos)
+      << cut->note;
+}
+
+TEST(KnobCatalogue, EveryKnobLoadsAsTheConfigWithItsSetValues) {
+  ExperimentConfig c = gpu_config();
+  c.lora.enabled = true;
+  c.lora.targets = {"q_proj", "k_proj", "v_proj", "o_proj"};
+  for (const Knob& knob : knob_catalogue(c, 4, std::vector<int64_t>(100, 64))) {
+    SCOPED_TRACE(knob.what);
+    ExperimentConfig changed;
+    ASSERT_NO_THROW(changed = load_config_string(to_toml(c), "test", knob.overrides));
+    EXPECT_FALSE(changed == c) << "a knob that changes nothing";
+  }
+}
+
+}  // namespace
+}  // namespace headroom
