@@ -209,7 +209,8 @@ class PrintingObserver : public RunObserver {
     if (result.outcome == RunOutcome::kStopped) {
       const std::string by = result.stop_signal
                                  ? std::string("on ") + stop_signal_name(result.stop_signal)
-                                 : std::string("on request");
+                             : world_size_ > 1 ? std::string("on another rank's signal")
+                                               : std::string("on request");
       if (!result.committed) {
         // Before the first step: nothing to summarize, nothing written.
         std::fprintf(out_,

@@ -68,9 +68,8 @@ AutoResume find_auto_resume(const ExperimentConfig& config, const fs::path& run_
     std::error_code type_ec;
     if (step >= 0 && entry.is_directory(type_ec)) folders.emplace_back(step, entry.path());
   }
-  std::sort(folders.begin(), folders.end(), [](const auto& a, const auto& b) {
-    return a.first > b.first;
-  });
+  std::sort(folders.begin(), folders.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
   for (const auto& [step, dir] : folders) {
     TrainState state;
     try {

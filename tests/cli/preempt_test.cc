@@ -298,8 +298,7 @@ TEST_F(Preempt, AutoPassesOverPartialCheckpointsAndThoseOfAnotherConfig) {
 }
 
 TEST_F(Preempt, AutoAndResumeFromExcludeEachOther) {
-  const Result r =
-      run("train --set checkpoint.resume=\"auto\" --set checkpoint.resume_from=x");
+  const Result r = run("train --set checkpoint.resume=\"auto\" --set checkpoint.resume_from=x");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("checkpoint.resume: \"auto\" picks the checkpoint itself"),
             std::string::npos)
