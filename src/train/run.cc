@@ -283,6 +283,33 @@ RunResult Run::execute(RunObserver& observer) {
   }
   allocator.add_observer(&trace);
 
+  // run.collective_timeout: a collective that hangs ends the job, with what
+  // it waited for in stderr and in this rank's trace. The watchdog calls in
+  // while this thread is blocked in the collective, so the trace and the
+  // allocator are idle (collective_watchdog.h).
+  int64_t step_now = -1;  // the step in flight; -1 before the first
+  comm_.set_collective_timeout(
+      s.collective_timeout_seconds, [&, rank, world_size](const std::string& what) {
+        const std::string line =
+            what +
+            (step_now < 0 ? ", before the first step" : ", in step " + std::to_string(step_now)) +
+            ", phase " + std::string(name_of(allocator.phase()));
+        try {
+          trace.flush(allocator.tags());
+          trace.write_collective_timeout("rank " + std::to_string(rank) + " of " +
+                                         std::to_string(world_size) + ": " + line);
+        } catch (...) {
+          // stderr still says it; the job ends either way.
+        }
+        return line;
+      });
+  // Past this function the trace is gone: the watchdog stays, without it.
+  struct WatchdogWithoutTrace {
+    Communicator& comm;
+    int64_t seconds;
+    ~WatchdogWithoutTrace() { comm.set_collective_timeout(seconds, {}); }
+  } watchdog_without_trace{comm_, s.collective_timeout_seconds};
+
   RunResult result;
   result.buckets = resolved_buckets;
   result.trace_path = trace_path;
@@ -392,6 +419,7 @@ RunResult Run::execute(RunObserver& observer) {
     TraceGrowth growth;
     NonFiniteCount nonfinite(s.max_nonfinite_steps);
     for (int64_t step = first_step; step < s.steps && !stop_before_first; ++step) {
+      step_now = step;
       // next_step(), keeping the plans: they say which bucket each is from.
       const std::vector<MicroBatchPlan> plans =
           std::move(batcher.next_step_plan()[static_cast<size_t>(rank)]);

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -36,9 +37,14 @@ class PreemptMpi : public testing::ScratchFolder {
  protected:
   // Starts `mpirun -np 2 headroom <args>` (no shell) and returns mpirun's pid.
   pid_t start(const std::string& args) {
-    std::vector<std::string> words = {"mpirun",           "--oversubscribe", "--bind-to", "none",
-                                      "-x",               "OMP_NUM_THREADS=1",
-                                      "-np",              "2",
+    std::vector<std::string> words = {"mpirun",
+                                      "--oversubscribe",
+                                      "--bind-to",
+                                      "none",
+                                      "-x",
+                                      "OMP_NUM_THREADS=1",
+                                      "-np",
+                                      "2",
                                       HEADROOM_BINARY_DIR "/headroom"};
     std::istringstream in(args);
     for (std::string word; in >> word;)
@@ -106,7 +112,8 @@ class PreemptMpi : public testing::ScratchFolder {
 
 TEST_F(PreemptMpi, ASignalToOneRankStopsBothAndAutoResumeContinuesBitForBit) {
   ASSERT_EQ(run(std::string(kJob) + " --set run.name=straight"), 0) << slurp(dir_ / "out.txt");
-  const std::string job = std::string(kJob) + " --set run.name=cut --set checkpoint.resume=\"auto\"";
+  const std::string job =
+      std::string(kJob) + " --set run.name=cut --set checkpoint.resume=\"auto\"";
   const pid_t mpirun = start(job);
   ASSERT_TRUE(wait_for_output("step 3/")) << slurp(dir_ / "out.txt");
   const std::vector<pid_t> ranks = ranks_of(mpirun);
@@ -116,8 +123,8 @@ TEST_F(PreemptMpi, ASignalToOneRankStopsBothAndAutoResumeContinuesBitForBit) {
   const int64_t k = stopped_after(slurp(dir_ / "out.txt"));
   ASSERT_GE(k, 3) << slurp(dir_ / "out.txt");
   const fs::path checkpoint = dir_ / "results/cut/checkpoints" / ("step-" + std::to_string(k));
-  for (const char* file : {"optimizer.rank0.safetensors", "optimizer.rank1.safetensors",
-                           "trainer_state.json"})
+  for (const char* file :
+       {"optimizer.rank0.safetensors", "optimizer.rank1.safetensors", "trainer_state.json"})
     EXPECT_TRUE(fs::exists(checkpoint / file)) << file;
 
   ASSERT_EQ(run(job), 0) << slurp(dir_ / "out.txt");
@@ -144,6 +151,38 @@ TEST_F(PreemptMpi, SigusrTwoToMpirunIsForwardedAndTheJobExitsFive) {
   ::kill(mpirun, SIGUSR2);
   ASSERT_EQ(finish(mpirun), 5) << slurp(dir_ / "out.txt");
   EXPECT_NE(slurp(dir_ / "out.txt").find("stopped on SIGUSR2 after step"), std::string::npos);
+}
+
+TEST_F(PreemptMpi, ARankThatStopsEndsTheJobAfterTheCollectiveTimeout) {
+  const pid_t mpirun = start(std::string(kJob) +
+                             " --set run.steps=200 --set run.name=hang --set "
+                             "run.collective_timeout=\"5s\"");
+  ASSERT_TRUE(wait_for_output("step 3/")) << slurp(dir_ / "out.txt");
+  const std::vector<pid_t> ranks = ranks_of(mpirun);
+  ASSERT_EQ(ranks.size(), 2u);
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(ranks[1], SIGSTOP);  // alive, holding its sockets, answering nothing
+  const int code = finish(mpirun);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::kill(ranks[1], SIGKILL);  // in case it outlived mpirun (it should not)
+  EXPECT_EQ(code, 1) << slurp(dir_ / "out.txt");
+  EXPECT_GE(seconds, 4.0);
+  EXPECT_LT(seconds, 10.0);
+  const std::string out = slurp(dir_ / "out.txt");
+  EXPECT_NE(out.find("rank 0 of 2: MPI_"), std::string::npos) << out;
+  EXPECT_NE(out.find("did not complete within 5 s (run.collective_timeout), in step "),
+            std::string::npos)
+      << out;
+  // Both traces stay readable; rank 0's says what it waited for.
+  const TraceReader rank0 = TraceReader::open((dir_ / "results/hang/trace.rank0.h5").string());
+  EXPECT_GE(rank0.steps().size(), 3u);
+  const std::optional<std::string> why = rank0.collective_timeout();
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("rank 0 of 2: MPI_"), std::string::npos) << *why;
+  EXPECT_NE(why->find(", phase "), std::string::npos) << *why;
+  const TraceReader rank1 = TraceReader::open((dir_ / "results/hang/trace.rank1.h5").string());
+  EXPECT_GE(rank1.steps().size(), 3u);
 }
 
 }  // namespace
