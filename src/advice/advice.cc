@@ -1,12 +1,12 @@
 #include "advice/advice.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <system_error>
-#include <unistd.h>
 
 #include "comm/communicator.h"
 #include "data/token_dataset.h"
@@ -35,7 +35,8 @@ namespace {
 // The document length at the nearest-rank percentile `p` (0 < p <= 100).
 int64_t percentile(std::vector<int64_t> lengths, double p) {
   std::sort(lengths.begin(), lengths.end());
-  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(lengths.size())));
+  const size_t rank =
+      static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(lengths.size())));
   return lengths[std::clamp<size_t>(rank, 1, lengths.size()) - 1];
 }
 
@@ -90,9 +91,7 @@ std::vector<Knob> knob_catalogue(const ExperimentConfig& c, int world_size,
   std::vector<std::string> offload = {"zero.offload_optimizer=true"};
   if (c.zero.stage == 0) offload.insert(offload.begin(), "zero.stage=1");
   if (!c.zero.offload_optimizer)
-    knobs.push_back({"the optimizer's states and update in host memory",
-                     offload,
-                     E::kSameTraining,
+    knobs.push_back({"the optimizer's states and update in host memory", offload, E::kSameTraining,
                      "gradients to the host and parameters back every step; host memory holds "
                      "the states"});
   // The micro-batch halved, the accumulation doubled: the same tokens per
@@ -111,11 +110,11 @@ std::vector<Knob> knob_catalogue(const ExperimentConfig& c, int world_size,
                ? "bins of half the size: documents are grouped differently into micro-batches"
                : "rows grouped differently into micro-batches"});
   } else if (c.batch.micro_batch_size >= 2 && c.batch.micro_batch_size % 2 == 0) {
-    knobs.push_back({"half the micro-batch, twice the accumulation",
-                     {"batch.micro_batch_size=" + std::to_string(c.batch.micro_batch_size / 2),
-                      accum},
-                     E::kSameGlobalBatch,
-                     ""});
+    knobs.push_back(
+        {"half the micro-batch, twice the accumulation",
+         {"batch.micro_batch_size=" + std::to_string(c.batch.micro_batch_size / 2), accum},
+         E::kSameGlobalBatch,
+         ""});
   }
   // The longest samples cut at the 99th percentile of the lengths.
   if (!lengths.empty()) {
@@ -190,8 +189,8 @@ StepShape shape_of(const ExperimentConfig& c, double tokens, double longest) {
   shape.micro_batches = c.batch.grad_accum;
   shape.row_width = c.batch.mode == BatchSection::Mode::kPacked
                         ? static_cast<double>(c.batch.max_tokens_per_micro_batch)
-                        : c.batch.seq_len > 0 ? static_cast<double>(c.batch.seq_len)
-                                              : longest;
+                    : c.batch.seq_len > 0 ? static_cast<double>(c.batch.seq_len)
+                                          : longest;
   return shape;
 }
 
@@ -272,7 +271,8 @@ Advice advise(const ExperimentConfig& config, int world_size, const fs::path& sc
       advice.refused.push_back(std::move(cf));
       continue;
     }
-    const ExperimentConfig changed = load_config_string(to_toml(config), "counterfactual", knob.overrides);
+    const ExperimentConfig changed =
+        load_config_string(to_toml(config), "counterfactual", knob.overrides);
     cf.cost = step_cost(changed, model, world_size, cf.plan.shape);
     cf.step_seconds = seconds_of(cf.cost, advice.rates);
     // The baseline over the same tokens: its own split and row width.
@@ -306,7 +306,8 @@ Advice advise(const ExperimentConfig& config, int world_size, const fs::path& sc
     for (size_t i = 1; i < same.size() && !second; ++i) {
       bool disjoint = true;
       for (const std::string& a : same[0]->knob.overrides)
-        for (const std::string& b : same[i]->knob.overrides) disjoint &= key_of(a) != key_of(b);
+        for (const std::string& b : same[i]->knob.overrides)
+          disjoint &= key_of(a) != key_of(b);
       if (disjoint) second = same[i];
     }
     if (second) {
@@ -339,8 +340,7 @@ namespace {
 
 // An override as a shell word: quoted when the shell would split or expand it.
 std::string shell_word(const std::string& override_text) {
-  if (override_text.find_first_of(" \"'[]*?$&;|<>(){}") == std::string::npos)
-    return override_text;
+  if (override_text.find_first_of(" \"'[]*?$&;|<>(){}") == std::string::npos) return override_text;
   return "'" + override_text + "'";
 }
 
@@ -387,7 +387,8 @@ std::string cost_text(const Counterfactual& cf) {
   }
   if (!parts.empty()) {
     out += " (";
-    for (size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : "") + parts[i];
+    for (size_t i = 0; i < parts.size(); ++i)
+      out += (i ? ", " : "") + parts[i];
     out += ")";
   }
   return out;
@@ -409,7 +410,7 @@ std::string format_advice(const Advice& a) {
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.2f s", a.seconds);
   out += std::string(secs) + ")\n";
-  const Counterfactual* first = !a.fits.empty() ? &a.fits.front()
+  const Counterfactual* first = !a.fits.empty()                         ? &a.fits.front()
                                 : a.combined && a.combined->plan.fits() ? &*a.combined
                                                                         : nullptr;
   if (first)
@@ -418,13 +419,15 @@ std::string format_advice(const Advice& a) {
     out += "  no single change from the catalogue fits; see the peaks below\n";
   size_t width = 8;
   for (const auto* list : {&a.fits, &a.not_fitting})
-    for (const Counterfactual& cf : *list) width = std::max(width, set_flags(cf.knob.overrides).size());
+    for (const Counterfactual& cf : *list)
+      width = std::max(width, set_flags(cf.knob.overrides).size());
   width = std::min<size_t>(width, 64);
   if (!a.fits.empty()) {
     out += "\n  " + pad("fits", width) + pad("peak reserved", 14) + pad("room", 10) +
            pad("step time", 30) + "effect\n";
     for (const Counterfactual& cf : a.fits) {
-      const uint64_t room = cf.plan.capacity > cf.plan.peak_reserved ? cf.plan.capacity - cf.plan.peak_reserved : 0;
+      const uint64_t room =
+          cf.plan.capacity > cf.plan.peak_reserved ? cf.plan.capacity - cf.plan.peak_reserved : 0;
       out += "  " + pad(set_flags(cf.knob.overrides), width) +
              pad(format_bytes(cf.plan.peak_reserved), 14) + pad(format_bytes(room), 10) +
              pad(cost_text(cf), 30) + std::string(name_of(cf.knob.effect)) +
@@ -484,11 +487,14 @@ std::string advice_json(const Advice& a) {
                    {"peak_reserved", a.baseline.peak_reserved},
                    {"capacity", a.baseline.capacity}};
   j["fits"] = nlohmann::json::array();
-  for (const Counterfactual& cf : a.fits) j["fits"].push_back(counterfactual_json(cf));
+  for (const Counterfactual& cf : a.fits)
+    j["fits"].push_back(counterfactual_json(cf));
   j["not_fitting"] = nlohmann::json::array();
-  for (const Counterfactual& cf : a.not_fitting) j["not_fitting"].push_back(counterfactual_json(cf));
+  for (const Counterfactual& cf : a.not_fitting)
+    j["not_fitting"].push_back(counterfactual_json(cf));
   j["refused"] = nlohmann::json::array();
-  for (const Counterfactual& cf : a.refused) j["refused"].push_back(counterfactual_json(cf));
+  for (const Counterfactual& cf : a.refused)
+    j["refused"].push_back(counterfactual_json(cf));
   if (a.combined) j["combined"] = counterfactual_json(*a.combined);
   j["seconds"] = a.seconds;
   return j.dump(1);

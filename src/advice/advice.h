@@ -59,7 +59,9 @@ struct PlanFigures {
   uint64_t capacity = 0;  // the allocator's (0: unlimited)
   StepShape shape;        // rank 0's mean step
   double seconds = 0;     // wall time of the plan(s)
-  bool fits() const { return ran && !out_of_memory && (capacity == 0 || peak_reserved <= capacity); }
+  bool fits() const {
+    return ran && !out_of_memory && (capacity == 0 || peak_reserved <= capacity);
+  }
 };
 
 // Plans `config` with `overrides` applied (all ranks of `world_size`,
@@ -73,17 +75,17 @@ struct Counterfactual {
   Knob knob;
   PlanFigures plan;
   StepCost cost;
-  StepCost base_cost;        // the config's own step over the same tokens
-  double step_seconds = 0;   // seconds_of(cost) at the advice's rates
-  double extra_fraction = 0; // step_seconds over the baseline's, minus 1
+  StepCost base_cost;         // the config's own step over the same tokens
+  double step_seconds = 0;    // seconds_of(cost) at the advice's rates
+  double extra_fraction = 0;  // step_seconds over the baseline's, minus 1
 };
 
 struct Advice {
   PlanFigures baseline;  // the plan that ran out of memory (as re-planned)
   DeviceRates rates;
-  std::vector<Counterfactual> fits;        // ranked: tier, then extra step time
-  std::vector<Counterfactual> not_fitting; // planned, still out of memory (lowest peak first)
-  std::vector<Counterfactual> refused;     // the config refused the change
+  std::vector<Counterfactual> fits;         // ranked: tier, then extra step time
+  std::vector<Counterfactual> not_fitting;  // planned, still out of memory (lowest peak first)
+  std::vector<Counterfactual> refused;      // the config refused the change
   // When no single change fits: the two fitting-closest changes of the same
   // training combined, if that fits.
   std::optional<Counterfactual> combined;

@@ -34,7 +34,8 @@ FitResult fit_one(const ExperimentConfig& config, int world_size, const std::str
   const std::vector<std::string>& keys = fit_keys();
   if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
     std::string list;
-    for (const std::string& k : keys) list += (list.empty() ? "" : ", ") + k;
+    for (const std::string& k : keys)
+      list += (list.empty() ? "" : ", ") + k;
     throw UsageError("--vary " + key + ": expected one of " + list);
   }
   if (upper < 1) throw UsageError("--max " + std::to_string(upper) + ": expected >= 1");
@@ -44,8 +45,8 @@ FitResult fit_one(const ExperimentConfig& config, int world_size, const std::str
   auto fits = [&](int64_t value) {
     for (const FitProbe& p : result.probes)
       if (p.value == value) return p.plan.fits();
-    FitProbe probe{value, plan_with(config, world_size, {key + "=" + std::to_string(value)},
-                                    scratch)};
+    FitProbe probe{value,
+                   plan_with(config, world_size, {key + "=" + std::to_string(value)}, scratch)};
     result.probes.push_back(probe);
     return probe.plan.fits();
   };
@@ -79,8 +80,7 @@ FitResult fit_one(const ExperimentConfig& config, int world_size, const std::str
   }
   result.largest_fitting = lo;
   result.smallest_failing = hi <= upper ? hi : 0;
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 
@@ -128,9 +128,9 @@ std::string format_fit(const FitResult& r) {
 SearchResult fit_search(const ExperimentConfig& config, int world_size,
                         const std::filesystem::path& scratch) {
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<std::vector<std::string>> checkpointing = {
-      {"checkpoint.activations=none"}, {"checkpoint.activations=every_2"},
-      {"checkpoint.activations=full"}};
+  const std::vector<std::vector<std::string>> checkpointing = {{"checkpoint.activations=none"},
+                                                               {"checkpoint.activations=every_2"},
+                                                               {"checkpoint.activations=full"}};
   const std::vector<std::vector<std::string>> loss = {
       {"loss.chunk_size=0"}, {"loss.chunk_size=1024", "loss.mode=recompute"}};
   std::vector<std::vector<std::string>> stages;
@@ -149,9 +149,9 @@ SearchResult fit_search(const ExperimentConfig& config, int world_size,
           SearchPoint point;
           // Offload shards the optimizer: stage 0 becomes 1 (the same at one rank).
           const bool offloading = d.front() == "zero.offload_optimizer=true";
-          const std::vector<std::string> stage =
-              offloading && c.front() == "zero.stage=0" ? std::vector<std::string>{"zero.stage=1"}
-                                                        : c;
+          const std::vector<std::string> stage = offloading && c.front() == "zero.stage=0"
+                                                     ? std::vector<std::string>{"zero.stage=1"}
+                                                     : c;
           for (const auto* part : {&a, &b, &stage, &d})
             point.overrides.insert(point.overrides.end(), part->begin(), part->end());
           if (std::any_of(result.points.begin(), result.points.end(),
@@ -180,7 +180,8 @@ SearchResult fit_search(const ExperimentConfig& config, int world_size,
 
 std::string format_search(const SearchResult& r) {
   size_t fitting = 0;
-  for (const SearchPoint& p : r.points) fitting += p.plan.fits();
+  for (const SearchPoint& p : r.points)
+    fitting += p.plan.fits();
   char head[128];
   std::snprintf(head, sizeof head, "fit --search: %zu of %zu combinations fit (%.2f s)\n", fitting,
                 r.points.size(), r.seconds);
@@ -198,7 +199,8 @@ std::string format_search(const SearchResult& r) {
     std::snprintf(line, sizeof line, "  %-13s  %8.3f s/step  ",
                   format_bytes(p->plan.peak_reserved).c_str(), p->step_seconds);
     std::string sets;
-    for (const std::string& o : p->overrides) sets += (sets.empty() ? "" : " ") + ("--set " + o);
+    for (const std::string& o : p->overrides)
+      sets += (sets.empty() ? "" : " ") + ("--set " + o);
     out += line + sets + "\n";
   }
   return out;

@@ -22,9 +22,9 @@ struct FitProbe {
 
 struct FitResult {
   std::string key;
-  int64_t largest_fitting = 0;  // 0: not even the smallest value tried fits
-  int64_t smallest_failing = 0; // 0: no value up to the bound failed
-  std::vector<FitProbe> probes; // every plan, in the order made
+  int64_t largest_fitting = 0;   // 0: not even the smallest value tried fits
+  int64_t smallest_failing = 0;  // 0: no value up to the bound failed
+  std::vector<FitProbe> probes;  // every plan, in the order made
   double seconds = 0;
 };
 

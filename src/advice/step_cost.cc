@@ -9,7 +9,9 @@ namespace headroom {
 
 namespace {
 
-double dtype_bytes(Precision p) { return p == Precision::kBf16 ? 2.0 : 4.0; }
+double dtype_bytes(Precision p) {
+  return p == Precision::kBf16 ? 2.0 : 4.0;
+}
 
 // Published dense bf16 tensor rates (fp32 accumulation) and link bandwidths
 // per direction, by architecture; docs/devices.md cites them. The fractions
@@ -66,8 +68,8 @@ StepCost step_cost(const ExperimentConfig& c, const ModelConfig& m, int world_si
   const bool frozen = c.lora.enabled;
   // Backward: dX always; dW of trained weights. Attention has no weights
   // but two backward matmuls per forward one.
-  const double block_bwd = (frozen ? 2 * block_weights * T : 4 * block_weights * T) +
-                           2 * attention_fwd;
+  const double block_bwd =
+      (frozen ? 2 * block_weights * T : 4 * block_weights * T) + 2 * attention_fwd;
   const double head_bwd = frozen ? head_fwd : 2 * head_fwd;
 
   StepCost cost;
@@ -90,10 +92,14 @@ StepCost step_cost(const ExperimentConfig& c, const ModelConfig& m, int world_si
     double per_block = 0;
     const double r = c.lora.rank;
     for (const std::string& t : c.lora.targets) {
-      if (t == "q_proj") per_block += r * (C + HD);
-      else if (t == "k_proj" || t == "v_proj") per_block += r * (C + KVD);
-      else if (t == "o_proj") per_block += r * (HD + C);
-      else per_block += r * (C + F);  // gate, up, down
+      if (t == "q_proj")
+        per_block += r * (C + HD);
+      else if (t == "k_proj" || t == "v_proj")
+        per_block += r * (C + KVD);
+      else if (t == "o_proj")
+        per_block += r * (HD + C);
+      else
+        per_block += r * (C + F);  // gate, up, down
     }
     trained = per_block * L;
   }
@@ -108,7 +114,8 @@ StepCost step_cost(const ExperimentConfig& c, const ModelConfig& m, int world_si
     const double shard = n > 1 && c.zero.stage >= 1 ? trained / n : trained;
     cost.host_bytes = shard * 2 * bytes;  // gradients down, parameters up
   }
-  if (c.memory.allocator == MemorySection::Allocator::kExact) cost.segment_calls = shape.allocations;
+  if (c.memory.allocator == MemorySection::Allocator::kExact)
+    cost.segment_calls = shape.allocations;
   return cost;
 }
 

@@ -56,10 +56,10 @@ struct StepShape {
 // device's published dense bf16 rate and link bandwidths.
 struct DeviceRates {
   double flops_per_second = 0;
-  double link_bytes_per_second = 0;  // between the ranks (NVLink, PCIe without P2P)
-  double host_bytes_per_second = 0;  // PCIe to the host
+  double link_bytes_per_second = 0;     // between the ranks (NVLink, PCIe without P2P)
+  double host_bytes_per_second = 0;     // PCIe to the host
   double seconds_per_segment_call = 0;  // one segment reserved and released
-  std::string source;                // "h100-80gb (nominal: 40% of 989 TFLOP/s ...)"
+  std::string source;                   // "h100-80gb (nominal: 40% of 989 TFLOP/s ...)"
 };
 
 // The step cost of `config` (run at `world_size` ranks, on `model`) for a

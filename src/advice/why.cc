@@ -38,7 +38,8 @@ std::string growth_finding(const Postmortem& pm) {
   }
   std::sort(grown.begin(), grown.end(), [](auto& a, auto& b) { return a.first > b.first; });
   uint64_t at_start = 0;
-  for (uint64_t b : pm.step_start_by_category) at_start += b;
+  for (uint64_t b : pm.step_start_by_category)
+    at_start += b;
   std::string out = "step " + std::to_string(pm.step) + " began with " + format_bytes(at_start) +
                     " live; by the failing request ";
   if (grown.empty()) return out + "nothing had grown (the request alone does not fit)";
@@ -78,10 +79,10 @@ std::string batch_finding(const ExperimentConfig& config, int rank, int world_si
     const int64_t budget = config.batch.max_tokens_per_micro_batch;
     out += " against a " + std::to_string(budget) + "-token bin";
     if (widest->tokens > budget)
-      out += ": a sample longer than the bin gets a bin of its own, and the peak follows its " +
-             std::to_string(widest->tokens) + " tokens, not the budget" +
-             (config.data.max_sample_tokens == 0 ? " (data.max_sample_tokens = 0 cuts nothing)"
-                                                 : "");
+      out +=
+          ": a sample longer than the bin gets a bin of its own, and the peak follows its " +
+          std::to_string(widest->tokens) + " tokens, not the budget" +
+          (config.data.max_sample_tokens == 0 ? " (data.max_sample_tokens = 0 cuts nothing)" : "");
   } else {
     out += "; its largest micro-batch is " + std::to_string(widest->documents.size()) + " x " +
            std::to_string(widest->width) + " tokens (padded)";
@@ -119,7 +120,8 @@ OomExplanation explain_oom(const ExperimentConfig& config, int rank, int world_s
     }
   if (saved > 0)
     e.findings.push_back("saved activations: " + format_bytes(saved) + " over " +
-                         std::to_string(blocks) + (blocks == 1 ? " block (about " : " blocks (about ") +
+                         std::to_string(blocks) +
+                         (blocks == 1 ? " block (about " : " blocks (about ") +
                          format_bytes(saved / std::max<uint64_t>(blocks, 1)) + " each)" +
                          (config.checkpoint.activations == 0
                               ? "; checkpoint.activations = \"none\" keeps every block's"
@@ -159,7 +161,8 @@ OomExplanation explain_oom(const ExperimentConfig& config, int rank, int world_s
 
 std::string format_explanation(const OomExplanation& e) {
   std::string out = "\nwhy it ran out:\n";
-  for (const std::string& f : e.findings) out += "  - " + f + "\n";
+  for (const std::string& f : e.findings)
+    out += "  - " + f + "\n";
   return out;
 }
 

@@ -27,8 +27,8 @@ int fit_command(const std::vector<std::string>& args) {
   visible.add_options()("help,h", "print this help")(
       "vary", po::value<std::string>(&vary),
       "the key to search (batch.max_tokens_per_micro_batch, batch.micro_batch_size, "
-      "data.max_sample_tokens, lora.rank)")(
-      "device", po::value<std::string>(&device), "plan for this GPU preset (memory.device)")(
+      "data.max_sample_tokens, lora.rank)")("device", po::value<std::string>(&device),
+                                            "plan for this GPU preset (memory.device)")(
       "capacity", po::value<std::string>(&capacity),
       "plan against this many bytes (memory.device_capacity, e.g. 24GiB)")(
       "max", po::value<int64_t>(&upper)->default_value(upper), "the largest value tried")(
@@ -53,11 +53,12 @@ int fit_command(const std::vector<std::string>& args) {
     throw UsageError(std::string(e.what()) + " (see headroom fit --help)");
   }
   if (vm.count("help")) {
-    std::cout << "usage: headroom fit [exp.toml] --vary KEY [--device PRESET | --capacity BYTES]\n\n"
-                 "Plans the experiment for the largest value of KEY that fits, doubling or\n"
-                 "halving from its configured value, then bisecting. Nothing but the search\n"
-                 "table is written.\n\n"
-              << visible << "\n";
+    std::cout
+        << "usage: headroom fit [exp.toml] --vary KEY [--device PRESET | --capacity BYTES]\n\n"
+           "Plans the experiment for the largest value of KEY that fits, doubling or\n"
+           "halving from its configured value, then bisecting. Nothing but the search\n"
+           "table is written.\n\n"
+        << visible << "\n";
     return 0;
   }
   if (vary.empty() && !search)
@@ -76,7 +77,8 @@ int fit_command(const std::vector<std::string>& args) {
   const std::filesystem::path scratch =
       std::filesystem::temp_directory_path() /
       ("headroom-fit-" + std::to_string(static_cast<long long>(::getpid())));
-  if (!vary.empty()) std::fputs(format_fit(fit_one(config, world_size, vary, upper, scratch)).c_str(), stdout);
+  if (!vary.empty())
+    std::fputs(format_fit(fit_one(config, world_size, vary, upper, scratch)).c_str(), stdout);
   if (search) std::fputs(format_search(fit_search(config, world_size, scratch)).c_str(), stdout);
   return 0;
 }

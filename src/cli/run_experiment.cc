@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "config/config.h"
 #include "embedded_quickstart.h"
 #include "report/summary.h"
+#include "stop_signals.h"
 #include "trace/oom_advice.h"
 #include "trace/reader.h"
 #include "train/merge_adapters.h"
@@ -151,6 +153,21 @@ class PrintingObserver : public RunObserver {
     std::fflush(out_);  // before a postmortem on stderr
   }
 
+  void on_auto_resume(const std::string& checkpoint,
+                      const std::vector<std::string>& passed_over) override {
+    if (!out_) return;
+    for (const std::string& why : passed_over)
+      std::fprintf(out_, "  checkpoint.resume = \"auto\": passed over %s\n", why.c_str());
+    if (checkpoint.empty())
+      std::fprintf(out_,
+                   "  checkpoint.resume = \"auto\": no complete checkpoint of this config, "
+                   "starting afresh\n");
+    else
+      std::fprintf(out_, "  checkpoint.resume = \"auto\": continuing from %s\n",
+                   checkpoint.c_str());
+    std::fflush(out_);
+  }
+
   void on_resumed(const std::string& dir, const TrainState& state, const Cursor& cursor) override {
     if (!out_) return;
     std::fprintf(out_, "  resumed from %s: step %lld, data epoch %lld, micro-batch %lld\n",
@@ -195,10 +212,26 @@ class PrintingObserver : public RunObserver {
     if (!out_ ||
         (result.outcome != RunOutcome::kFinished && result.outcome != RunOutcome::kStopped))
       return;
-    if (result.outcome == RunOutcome::kStopped)
-      std::fprintf(out_, "\nstopped on request after step %lld%s%s\n",
-                   static_cast<long long>(result.next_step),
-                   result.checkpoint.empty() ? "" : "; checkpoint ", result.checkpoint.c_str());
+    if (result.outcome == RunOutcome::kStopped) {
+      const std::string by = result.stop_signal
+                                 ? std::string("on ") + stop_signal_name(result.stop_signal)
+                             : world_size_ > 1 ? std::string("on another rank's signal")
+                                               : std::string("on request");
+      if (!result.committed) {
+        // Before the first step: nothing to summarize, nothing written.
+        std::fprintf(out_,
+                     "\nstopped %s before the first step; the run folder is as it was (rerun "
+                     "the same command to start again)\n",
+                     by.c_str());
+        std::fflush(out_);
+        return;
+      }
+      std::fprintf(out_,
+                   "\nstopped %s after step %lld%s%s; rerun with checkpoint.resume = \"auto\" "
+                   "to continue\n",
+                   by.c_str(), static_cast<long long>(result.next_step),
+                   result.checkpoint.empty() ? "" : ", checkpoint ", result.checkpoint.c_str());
+    }
     if (result.source_entropy_nats > 0 && !planning_)
       std::fprintf(out_, "\nfinal loss %.4f nats/token vs source entropy %.4f (gap %.4f)\n",
                    result.last_loss, result.source_entropy_nats,
@@ -250,8 +283,9 @@ class PrintingObserver : public RunObserver {
 int exit_code_of(const RunResult& result) {
   switch (result.outcome) {
     case RunOutcome::kFinished:
-    case RunOutcome::kStopped:  // nothing stops a run from the command line yet
       return static_cast<int>(ExitCode::kOk);
+    case RunOutcome::kStopped:  // a signal (stop_signals.h): resumable
+      return static_cast<int>(ExitCode::kStopped);
     case RunOutcome::kOutOfMemory:
       return static_cast<int>(ExitCode::kOutOfMemory);
     case RunOutcome::kNonFinite:
@@ -308,9 +342,19 @@ void explain_and_advise(const ExperimentConfig& config, int world_size,
 }
 
 // One rank's run; rank 0 alone prints (to `out`, nullptr for none).
+// A training stops resumably on SIGTERM, SIGUSR2 and SIGINT; a plan, which
+// writes no checkpoint, keeps the default dispositions.
 RunResult run_rank(const ExperimentConfig& config, const RunOptions& options, RunMode mode,
                    Communicator& comm, std::FILE* out) {
-  Run run(config, mode, comm, RunControl{options.overwrite, nullptr});
+  const StopRequest* stop = mode == RunMode::kTrain ? &install_stop_signals() : nullptr;
+  if (out && mode == RunMode::kTrain) {
+    // A requeued Slurm job (sbatch --requeue) says how often it was; the
+    // run itself goes by its checkpoints (checkpoint.resume = "auto").
+    const char* restarts = std::getenv("SLURM_RESTART_COUNT");
+    if (restarts && *restarts)
+      std::fprintf(out, "headroom train: SLURM_RESTART_COUNT = %s\n", restarts);
+  }
+  Run run(config, mode, comm, RunControl{options.overwrite, stop});
   PrintingObserver observer(out, comm.rank(), comm.world_size());
   return run.execute(observer);
 }
@@ -401,6 +445,10 @@ int run_experiment(const RunOptions& options, RunMode mode) {
                      " tasks without an MPI plugin, so each would train alone: launch with "
                      "`srun --mpi=pmix ...` (Open MPI's PMIx client; Debian's Open MPI has no "
                      "PMI-2 support)");
+  // The stop signals are caught from here on, so one that comes while MPI
+  // starts or the config loads stops the run before its first step
+  // (run_rank installs them again, after MPI_Init).
+  if (mode == RunMode::kTrain) install_stop_signals();
   if (mode != RunMode::kTrain || !launched_by_mpi()) {
     std::unique_ptr<Communicator> single = make_single_rank_comm();
     return run_single(options, mode, *single);
@@ -428,9 +476,12 @@ int run_experiment(const RunOptions& options, RunMode mode) {
   }
   std::fflush(stdout);
   std::fflush(stderr);
-  if (exit_code != 0) comm->abort(exit_code);
+  // A stop is agreed by every rank (Run's stop_agreed), so each returns 5
+  // after the same checkpoint: no abort, a normal end with that code.
+  const bool stopped = exit_code == static_cast<int>(ExitCode::kStopped);
+  if (exit_code != 0 && !stopped) comm->abort(exit_code);
   comm->barrier();
-  return 0;
+  return exit_code;
 }
 
 }  // namespace headroom

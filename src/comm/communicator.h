@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -48,6 +49,17 @@ class Communicator {
   // tensor <- rank `root`'s tensor, on every rank (any dtype).
   virtual void broadcast(Tensor& tensor, int root) = 0;
   virtual void barrier() = 0;
+  // run.collective_timeout: a collective of this communicator that has not
+  // completed after `seconds` (0 = never) ends the job with exit code 1,
+  // after `describe(what)` (on a watchdog thread, while this rank is still
+  // blocked in the collective; `what` names the collective and the group)
+  // returns the line written to stderr: the caller adds its step and phase
+  // and writes the line to its trace. `describe` may be empty. A later call
+  // replaces the earlier one. Only communicators that wait on other
+  // processes (MpiComm) keep a watchdog; the others ignore it.
+  virtual void set_collective_timeout(int64_t /*seconds*/,
+                                      std::function<std::string(const std::string&)> /*describe*/) {
+  }
   // Ends every rank of the job with `exit_code`, now; never returns. A rank
   // that fails calls this instead of returning, so the others never wait
   // forever in a collective.

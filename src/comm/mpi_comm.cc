@@ -3,12 +3,15 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "comm/collective_watchdog.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -50,12 +53,36 @@ class MpiComm final : public Communicator {
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
   }
 
+  void set_collective_timeout(int64_t seconds,
+                              std::function<std::string(const std::string&)> describe) override {
+    watchdog_.reset();
+    if (seconds <= 0 || size_ <= 1) return;
+    describe_ = std::move(describe);
+    watchdog_ = std::make_unique<CollectiveWatchdog>(
+        std::chrono::seconds(seconds), [this, seconds](const std::string& what) {
+          const std::string waited = what + " did not complete within " + std::to_string(seconds) +
+                                     " s (run.collective_timeout)";
+          std::string line = waited;
+          try {
+            if (describe_) line = describe_(waited);
+          } catch (...) {
+            // The report is best effort; ending the job is what matters.
+          }
+          std::fprintf(stderr, "headroom train: rank %d of %d: %s; aborting the job\n", rank_,
+                       size_, line.c_str());
+          std::fflush(stderr);
+          MPI_Abort(MPI_COMM_WORLD, 1);
+          std::_Exit(1);
+        });
+  }
+
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
   bool is_distributed() const override { return size_ > 1; }
 
   void all_reduce_sum(Backend& backend, Tensor& tensor, std::string_view tag) override {
     HR_CHECK(backend.kind() == BackendKind::kCpu, "MpiComm reduces host (cpu) tensors");
+    tag_ = tag;
     if (tensor.dtype() == DType::kF32) {
       reduce_floats(static_cast<float*>(tensor.raw()), tensor.numel());
       return;
@@ -69,6 +96,7 @@ class MpiComm final : public Communicator {
   void reduce_scatter_sum_in_place(Backend& backend, Tensor& flat, std::span<const int64_t> counts,
                                    std::string_view tag) override {
     HR_CHECK(backend.kind() == BackendKind::kCpu, "MpiComm reduces host (cpu) tensors");
+    tag_ = tag;
     if (flat.dtype() == DType::kF32) {
       reduce_scatter_floats(static_cast<float*>(flat.raw()), flat.numel(), counts);
       return;
@@ -84,6 +112,7 @@ class MpiComm final : public Communicator {
     HR_CHECK(root >= 0 && root < size_, "the broadcast's root is a rank");
     auto* bytes = static_cast<char*>(tensor.raw());
     constexpr int64_t kPiece = int64_t{1} << 30;
+    ArmedCollective armed = arm("MPI_Bcast", "");
     for (int64_t done = 0; done < static_cast<int64_t>(tensor.nbytes()); done += kPiece)
       check(MPI_Bcast(
                 bytes + done,
@@ -93,6 +122,7 @@ class MpiComm final : public Communicator {
   }
 
   void all_reduce_sum(std::span<double> values) override {
+    ArmedCollective armed = arm("MPI_Allreduce", "host sums");
     check(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE,
                         MPI_SUM, MPI_COMM_WORLD),
           "MPI_Allreduce");
@@ -114,12 +144,16 @@ class MpiComm final : public Communicator {
       offset += counts[r];
     }
     HR_CHECK(offset <= flat.numel(), "the pieces fit the buffer");
+    ArmedCollective armed = arm("MPI_Allgatherv", "");
     check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, flat.raw(), count.data(),
                          displacement.data(), type, MPI_COMM_WORLD),
           "MPI_Allgatherv");
   }
 
-  void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+  void barrier() override {
+    ArmedCollective armed = arm("MPI_Barrier", "");
+    check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+  }
 
   [[noreturn]] void abort(int exit_code) override {
     MPI_Abort(MPI_COMM_WORLD, exit_code);
@@ -127,9 +161,19 @@ class MpiComm final : public Communicator {
   }
 
  private:
+  // The watchdog armed for `collective` over the world ("" tag: none).
+  ArmedCollective arm(const char* collective, std::string_view tag) {
+    if (!watchdog_) return ArmedCollective(nullptr, "");
+    std::string what =
+        std::string(collective) + " over MPI_COMM_WORLD (" + std::to_string(size_) + " ranks)";
+    if (!tag.empty()) what += " of " + std::string(tag);
+    return ArmedCollective(watchdog_.get(), std::move(what));
+  }
+
   void reduce_floats(float* data, int64_t count) {
     // MPI counts are int: large groups go in pieces.
     constexpr int64_t kPiece = int64_t{1} << 30;
+    ArmedCollective armed = arm("MPI_Allreduce", tag_);
     for (int64_t done = 0; done < count; done += kPiece)
       check(
           MPI_Allreduce(MPI_IN_PLACE, data + done, static_cast<int>(std::min(kPiece, count - done)),
@@ -151,6 +195,7 @@ class MpiComm final : public Communicator {
       total += counts[r];
     }
     HR_CHECK(total <= count, "the pieces fit the buffer");
+    ArmedCollective armed = arm("MPI_Reduce_scatter", tag_);
     check(MPI_Reduce_scatter(MPI_IN_PLACE, data, pieces.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
           "MPI_Reduce_scatter");
     if (offset > 0 && pieces[static_cast<size_t>(rank_)] > 0)
@@ -160,6 +205,9 @@ class MpiComm final : public Communicator {
 
   int rank_ = 0;
   int size_ = 1;
+  std::string_view tag_;  // the tensor reduction in flight, for the watchdog's report
+  std::function<std::string(const std::string&)> describe_;
+  std::unique_ptr<CollectiveWatchdog> watchdog_;  // run.collective_timeout; null: off
 };
 
 }  // namespace

@@ -35,6 +35,9 @@ struct RunSection {
   int64_t steps = 50;               // optimizer steps
   Backend backend = Backend::kCpu;
   std::string out_dir = "results";
+  // Seconds a rank waits in one collective before it reports what it waited
+  // for and aborts the job (a rank that hangs); 0 = wait forever.
+  int64_t collective_timeout = 600;
 
   bool operator==(const RunSection&) const = default;
 };
@@ -150,6 +153,9 @@ struct ZeroSection {
 
 struct CheckpointSection {
   enum class Format : uint8_t { kSharded, kConsolidated };
+  // "auto": continue from the newest complete checkpoint this config wrote
+  // (a requeued job), or start afresh when there is none.
+  enum class Resume : uint8_t { kNever, kAuto };
 
   // Activation checkpointing interval in blocks: 0 = none, 1 = every block
   // ("full"), k = every k-th block ("every_<k>").
@@ -159,6 +165,7 @@ struct CheckpointSection {
   Format format = Format::kConsolidated;
   bool save_initial = false;
   std::string resume_from;  // a step-N checkpoint folder to continue from; empty = start afresh
+  Resume resume = Resume::kNever;
 
   bool operator==(const CheckpointSection&) const = default;
 };
@@ -262,6 +269,10 @@ struct EnumNames<MemorySection::Allocator> {
 template <>
 struct EnumNames<CheckpointSection::Format> {
   static constexpr std::array<std::string_view, 2> kNames = {"sharded", "consolidated"};
+};
+template <>
+struct EnumNames<CheckpointSection::Resume> {
+  static constexpr std::array<std::string_view, 2> kNames = {"never", "auto"};
 };
 template <>
 struct EnumNames<ScheduleSection::Decay> {

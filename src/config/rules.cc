@@ -16,6 +16,15 @@ using Complaint = std::optional<std::string>;
 
 std::vector<ConfigRule> build_rules() {
   return {
+      {"checkpoint.resume", "checkpoint.resume_from",
+       "checkpoint.resume = \"auto\" and checkpoint.resume_from exclude each other",
+       [](const ExperimentConfig& c) -> Complaint {
+         if (c.checkpoint.resume == CheckpointSection::Resume::kAuto &&
+             !c.checkpoint.resume_from.empty())
+           return "\"auto\" picks the checkpoint itself, but checkpoint.resume_from = " +
+                  toml_quote(c.checkpoint.resume_from) + " names one: set only one of them";
+         return std::nullopt;
+       }},
       {"lora.rank", "lora.enabled", "lora.enabled = true requires lora.rank >= 1",
        [](const ExperimentConfig& c) -> Complaint {
          if (c.lora.enabled && c.lora.rank < 1)

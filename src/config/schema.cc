@@ -291,6 +291,49 @@ ConfigKey byte_size(std::string name, Access field, std::string doc) {
                   set, get);
 }
 
+// --- durations ------------------------------------------------------------------
+
+// Whole seconds as "90s", "10min", "2h" or an integer of seconds; rendered in
+// the largest unit that divides them, so 600 reads back as "10min".
+template <class Access>
+ConfigKey duration(std::string name, Access field, int64_t max_seconds, std::string doc) {
+  const std::string expected =
+      "expected a duration: an integer of seconds or \"<n>s\", "
+      "\"<n>min\", \"<n>h\" (n a whole number), at most " +
+      std::to_string(max_seconds) + " seconds, got ";
+  auto set = [=](ExperimentConfig& c, const toml::node& node) -> Complaint {
+    if (const auto* integer_value = node.as_integer()) {
+      if (integer_value->get() < 0 || integer_value->get() > max_seconds)
+        return expected + std::to_string(integer_value->get());
+      field(c) = integer_value->get();
+      return std::nullopt;
+    }
+    const auto* string_value = node.as_string();
+    if (!string_value) return expected + toml_describe(node);
+    const std::string& text = string_value->get();
+    const size_t unit_at = text.find_first_not_of("0123456789");
+    const std::string unit = unit_at == std::string::npos ? "" : text.substr(unit_at);
+    const int64_t scale = unit == "s" ? 1 : unit == "min" ? 60 : unit == "h" ? 3600 : 0;
+    int64_t count = -1;
+    if (scale > 0 && unit_at > 0 && unit_at <= 9) {
+      const auto parsed = std::from_chars(text.data(), text.data() + unit_at, count);
+      if (parsed.ec != std::errc() || parsed.ptr != text.data() + unit_at) count = -1;
+    }
+    if (count < 0 || count > max_seconds / scale) return expected + quote_excerpt(text);
+    field(c) = count * scale;
+    return std::nullopt;
+  };
+  auto get = [=](const ExperimentConfig& c) -> std::string {
+    const int64_t seconds = field(c);
+    if (seconds == 0) return "0";
+    if (seconds % 3600 == 0) return toml_quote(std::to_string(seconds / 3600) + "h");
+    if (seconds % 60 == 0) return toml_quote(std::to_string(seconds / 60) + "min");
+    return toml_quote(std::to_string(seconds) + "s");
+  };
+  return make_key(std::move(name), "duration: seconds, \"90s\", \"10min\", \"2h\"", std::move(doc),
+                  set, get);
+}
+
 // --- keys with a shape of their own ---------------------------------------------
 
 // "none" = 0, "full" = 1, "every_<k>" = k: checkpoint every k-th block.
@@ -491,6 +534,11 @@ std::vector<ConfigKey> build_schema() {
              "Where the math runs. \"meta\" computes nothing and allocates exactly what a real "
              "run would: `headroom plan` uses it."),
       string(HR_FIELD(run.out_dir), "Folder that holds one subfolder per run.", non_empty_path),
+      duration(HR_FIELD(run.collective_timeout), 7 * 24 * 3600,
+               "How long a rank waits in one collective (all-reduce, gather, barrier) before it "
+               "writes what it waited for to stderr and its trace and aborts the job, so a rank "
+               "that hangs (stopped, deadlocked) does not leave the others waiting forever; 0 = "
+               "wait forever. Only under MPI."),
 
       // [model]
       string(HR_FIELD(model.preset),
@@ -632,6 +680,11 @@ std::vector<ConfigKey> build_schema() {
              "N + 1, writing trace.rank0.from-step-N.h5 beside the earlier trace. \"\" = start "
              "afresh.",
              path_or_empty),
+      choice(HR_FIELD(checkpoint.resume),
+             "\"auto\": continue from the newest complete checkpoint in checkpoint.dir that "
+             "was written with this same config (a requeued job), or start afresh when there is "
+             "none; the last step is then always checkpointed. \"never\": start afresh unless "
+             "checkpoint.resume_from is set."),
 
       // [optimizer]
       number(HR_FIELD(optimizer.lr), kPositive, "Peak learning rate of AdamW."),

@@ -269,6 +269,15 @@ std::vector<MemoryEvent> TraceReader::events() const {
   return out;
 }
 
+std::optional<std::string> TraceReader::collective_timeout() const {
+  const Impl& r = *impl_;
+  if (H5Lexists(r.file.get(), trace_detail::kCollectiveTimeoutGroup, H5P_DEFAULT) <= 0)
+    return std::nullopt;
+  Hid group(check_usage(H5Gopen2(r.file.get(), trace_detail::kCollectiveTimeoutGroup, H5P_DEFAULT),
+                        r.path, "cannot open /collective_timeout"));
+  return hdf5::read_string_attribute(group.get(), "message", r.path);
+}
+
 bool TraceReader::has_oom() const {
   return H5Lexists(impl_->file.get(), trace_detail::kOomGroup, H5P_DEFAULT) > 0;
 }

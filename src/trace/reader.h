@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,10 @@ class TraceReader {
   // Rows whose action/category/phase are out of range throw UsageError.
   void for_each_event_batch(const std::function<void(const std::vector<MemoryEvent>&)>& consume,
                             uint64_t batch_rows = uint64_t{1} << 20) const;
+
+  // The message of /collective_timeout (a collective that did not complete
+  // in run.collective_timeout); nullopt when the trace has none.
+  std::optional<std::string> collective_timeout() const;
 
   bool has_oom() const;
   // The postmortem stored in /oom. Throws UsageError when there is none.

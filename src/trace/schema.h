@@ -17,6 +17,9 @@ inline constexpr const char* kEventsTable = "/memory/events";
 inline constexpr const char* kTagsTable = "/memory/tags";
 inline constexpr const char* kPhasePeaksTable = "/memory/phase_peaks";
 inline constexpr const char* kOomGroup = "/oom";
+// A collective that did not complete in run.collective_timeout: attribute
+// "message" says which, over which group, at which step and phase.
+inline constexpr const char* kCollectiveTimeoutGroup = "/collective_timeout";
 inline constexpr const char* kTopBlocksTable = "/oom/top_blocks";
 inline constexpr const char* kLiveByCategoryTable = "/oom/live_by_category";
 

@@ -342,6 +342,22 @@ void TraceWriter::write_oom(const Postmortem& pm) {
   });
 }
 
+void TraceWriter::write_collective_timeout(const std::string& message) {
+  Impl& w = *impl_;
+  w.throw_if_failed();
+  HR_CHECK(w.file.valid(), w.path + ": write_collective_timeout after close");
+  hdf5::QuietHdf5Errors quiet;
+  w.or_poison([&] {
+    w.reserved_write(kMetadataSlack + message.size(), [&] {
+      Hid group(check_internal(H5Gcreate2(w.file.get(), trace_detail::kCollectiveTimeoutGroup,
+                                          H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                               w.path, "cannot create /collective_timeout"));
+      hdf5::write_string_attribute(group.get(), "message", message, w.path);
+    });
+    w.commit(nullptr);
+  });
+}
+
 void TraceWriter::Impl::write_oom_group(const Postmortem& pm) {
   Impl& w = *this;
   using hdf5::write_scalar_attribute;

@@ -85,6 +85,12 @@ class TraceWriter : public MemoryObserver {
   // the events leading to the OOM resolve their tags. At most once per file.
   void write_oom(const Postmortem& postmortem);
 
+  // Writes /collective_timeout (its "message" attribute: the collective a
+  // rank waited for in vain, naming the group, step and phase) and
+  // everything buffered, then H5Fflush. At most once per file; throws like
+  // flush().
+  void write_collective_timeout(const std::string& message);
+
   // Writes what is buffered (tags as of the last flush) and closes the file.
   // Idempotent; does nothing after a failed write (which closed the file and
   // was reported then). Throws like flush(); the destructor swallows instead.

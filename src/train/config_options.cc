@@ -229,7 +229,11 @@ RunSettings run_settings_of(const ExperimentConfig& config, RunMode mode, int wo
   s.save_every = config.checkpoint.save_every;
   s.save_initial = config.checkpoint.save_initial;
   // A plan makes the allocations of a fresh run: it reads no checkpoint.
-  if (mode == RunMode::kTrain) s.resume_from = config.checkpoint.resume_from;
+  if (mode == RunMode::kTrain) {
+    s.resume_from = config.checkpoint.resume_from;
+    s.resume_auto = config.checkpoint.resume == CheckpointSection::Resume::kAuto;
+  }
+  s.collective_timeout_seconds = config.run.collective_timeout;
 
   s.trainer = trainer_options_of(config);
   s.adamw = adamw_config_of(config);
@@ -346,6 +350,8 @@ std::string to_text(const RunSettings& s) {
   line("save_every", s.save_every);
   line("save_initial", s.save_initial);
   line("resume_from", s.resume_from);
+  line("resume_auto", s.resume_auto);
+  line("collective_timeout_seconds", s.collective_timeout_seconds);
 
   const LrSchedule& schedule = s.trainer.schedule;
   line("trainer.schedule.lr", schedule.lr);

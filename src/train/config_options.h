@@ -79,6 +79,10 @@ struct RunSettings {
   int64_t save_every = 0;                // checkpoint.save_every
   bool save_initial = false;             // checkpoint.save_initial
   std::string resume_from;               // checkpoint.resume_from; "" in a plan
+  bool resume_auto = false;              // checkpoint.resume = "auto"; false in a plan
+  // run.collective_timeout in seconds: how long one collective may take
+  // before the rank aborts the job; 0 = forever.
+  int64_t collective_timeout_seconds = 0;
 
   // [optimizer], [schedule]
   TrainerOptions trainer;           // the schedule (and run.steps), optimizer.grad_clip

@@ -21,12 +21,14 @@
 #include "model/weights.h"
 #include "parallel/zero.h"
 #include "trace/writer.h"
+#include "train/auto_resume.h"
 #include "train/optimizer.h"
 #include "train/resume_check.h"
 #include "train/run_files.h"
 #include "train/run_folder.h"
 #include "train/trace_growth.h"
 #include "train/trainer.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/process_memory.h"
 
@@ -171,6 +173,25 @@ Run::Run(const ExperimentConfig& config, RunMode mode, Communicator& comm, RunCo
   // continue.
   resuming_ = !s.resume_from.empty() && s.backend != BackendKind::kMeta;
   if (resuming_) resume_state_ = check_resume(config, s.model, s.resume_from);
+  // checkpoint.resume = "auto" (the config rules keep resume_from empty):
+  // the newest complete checkpoint this config wrote, or a fresh start.
+  if (s.resume_auto && s.backend != BackendKind::kMeta) {
+    AutoResume found = find_auto_resume(config, s.run_dir, s.checkpoint_dir);
+    auto_own_folder_ = found.folder_is_this_runs;
+    auto_passed_over_ = std::move(found.passed_over);
+    if (!found.checkpoint.empty()) {
+      if (found.state.step >= s.steps)
+        throw UsageError("checkpoint.resume = \"auto\": " + quote_path(found.checkpoint) +
+                         " is at step " + std::to_string(found.state.step) +
+                         " and run.steps = " + std::to_string(s.steps) +
+                         ": this run is complete, nothing left to train (raise run.steps and "
+                         "continue with checkpoint.resume_from, or train it again with "
+                         "checkpoint.resume = \"never\" --overwrite)");
+      resume_state_ = check_resume(config, s.model, found.checkpoint);
+      settings_.resume_from = found.checkpoint;
+      resuming_ = true;
+    }
+  }
 }
 
 RunResult Run::execute(RunObserver& observer) {
@@ -181,7 +202,9 @@ RunResult Run::execute(RunObserver& observer) {
   const int world_size = comm_.world_size();
   const bool lead = rank == 0;
   const bool planning = s.backend == BackendKind::kMeta;
-  const bool saving = !planning && (s.save_initial || s.save_every > 0);
+  // checkpoint.resume = "auto" also checkpoints the last step, so that a
+  // requeued run that already finished finds itself complete.
+  const bool saving = !planning && (s.save_initial || s.save_every > 0 || s.resume_auto);
   // ZeRO stage >= 1 on several ranks: each rank keeps (and checkpoints) only
   // its shard of the optimizer states.
   const bool sharded = s.zero.stage >= 1 && world_size > 1;
@@ -197,9 +220,18 @@ RunResult Run::execute(RunObserver& observer) {
       lead ? RunFolder::lead(s.run_dir, kind, "run.out_dir") : RunFolder::follower(s.run_dir, kind);
   const RunFiles files =
       run_files(kind, s.run_dir, s.checkpoint_dir, resuming_, resume_state_.step, rank, world_size);
-  if (lead && !files.earlier.empty() && !control_.overwrite)
-    throw UsageError(files.earlier.front().string() +
-                     ": exists from an earlier run; pass --overwrite to replace that run, or "
+  if (s.resume_auto && !planning)
+    observer.on_auto_resume(resuming_ ? s.resume_from : "", auto_passed_over_);
+  // checkpoint.resume = "auto" replaces, without --overwrite, what earlier
+  // attempts of this same run left: a continuation's files of the same
+  // name, or everything when none of its checkpoints is complete.
+  const bool own_files = s.resume_auto && (resuming_ || auto_own_folder_);
+  if (lead && !files.earlier.empty() && !control_.overwrite && !own_files)
+    throw UsageError(files.earlier.front().string() + ": exists from an earlier run" +
+                     (s.resume_auto ? " with another config (checkpoint.resume = \"auto\" found no "
+                                      "complete checkpoint of this config)"
+                                    : "") +
+                     "; pass --overwrite to replace that run, or "
                      "choose another name with --set run.name=<name>");
   if (lead) {
     for (const fs::path& stale : files.stale)
@@ -250,6 +282,33 @@ RunResult Run::execute(RunObserver& observer) {
     host_backend = make_backend(host_kind, TargetDevice::kHostCpu, *host_allocator);
   }
   allocator.add_observer(&trace);
+
+  // run.collective_timeout: a collective that hangs ends the job, with what
+  // it waited for in stderr and in this rank's trace. The watchdog calls in
+  // while this thread is blocked in the collective, so the trace and the
+  // allocator are idle (collective_watchdog.h).
+  int64_t step_now = -1;  // the step in flight; -1 before the first
+  comm_.set_collective_timeout(
+      s.collective_timeout_seconds, [&, rank, world_size](const std::string& what) {
+        const std::string line =
+            what +
+            (step_now < 0 ? ", before the first step" : ", in step " + std::to_string(step_now)) +
+            ", phase " + std::string(name_of(allocator.phase()));
+        try {
+          trace.flush(allocator.tags());
+          trace.write_collective_timeout("rank " + std::to_string(rank) + " of " +
+                                         std::to_string(world_size) + ": " + line);
+        } catch (...) {
+          // stderr still says it; the job ends either way.
+        }
+        return line;
+      });
+  // Past this function the trace is gone: the watchdog stays, without it.
+  struct WatchdogWithoutTrace {
+    Communicator& comm;
+    int64_t seconds;
+    ~WatchdogWithoutTrace() { comm.set_collective_timeout(seconds, {}); }
+  } watchdog_without_trace{comm_, s.collective_timeout_seconds};
 
   RunResult result;
   result.buckets = resolved_buckets;
@@ -332,6 +391,9 @@ RunResult Run::execute(RunObserver& observer) {
       if (lead || sharded) save_optimizer_state(optimizer, dir, rank, optimizer_shards);
       comm_.barrier();
       const Cursor cursor = batcher.cursor();
+      // Which config wrote it (checkpoint.resume = "auto" continues only its
+      // own), then the marker that makes the folder complete.
+      if (lead) write_file_atomically(dir + "/" + kRunConfigFile, run_identity(config_));
       if (lead)
         save_trainer_state(TrainState{steps_done, trainer.updates(), trainer.skipped_steps(),
                                       cursor.epoch, cursor.position, optimizer_shards},
@@ -343,10 +405,21 @@ RunResult Run::execute(RunObserver& observer) {
     result.phase_peaks =
         allocator.stats().peak_allocated_by_phase;  // init, before step 0 resets it
 
+    // A stop asked for before the first step (during the set-up): nothing
+    // new to save. The folder stays as it was unless save_initial wrote
+    // step-0, and a resume of the same checkpoint is exactly as good.
+    bool stop_before_first = false;
+    if (control_.stop && stop_agreed(*control_.stop, comm_)) {
+      stop_before_first = true;
+      result.outcome = RunOutcome::kStopped;
+      trace.flush(allocator.tags());
+    }
+
     const auto run_start = std::chrono::steady_clock::now();
     TraceGrowth growth;
     NonFiniteCount nonfinite(s.max_nonfinite_steps);
-    for (int64_t step = first_step; step < s.steps; ++step) {
+    for (int64_t step = first_step; step < s.steps && !stop_before_first; ++step) {
+      step_now = step;
       // next_step(), keeping the plans: they say which bucket each is from.
       const std::vector<MicroBatchPlan> plans =
           std::move(batcher.next_step_plan()[static_cast<size_t>(rank)]);
@@ -383,7 +456,8 @@ RunResult Run::execute(RunObserver& observer) {
         trace.flush(allocator.tags());
         growth.check(current_trace_path(), step + 1 - first_step, s.steps - first_step);
       }
-      const bool checkpoint_due = s.save_every > 0 && (step + 1) % s.save_every == 0;
+      const bool checkpoint_due =
+          (s.save_every > 0 && (step + 1) % s.save_every == 0) || (s.resume_auto && last);
       if (saving && checkpoint_due) save(step + 1);
 
       const double elapsed =
@@ -422,6 +496,9 @@ RunResult Run::execute(RunObserver& observer) {
   if (result.outcome == RunOutcome::kNonFinite) trace.flush(allocator.tags());
   allocator.remove_observer(&trace);
   trace.close();
+  result.committed = folder.committed();
+  if (result.outcome == RunOutcome::kStopped && control_.stop)
+    result.stop_signal = control_.stop->signal();
 
   result.memory = allocator.stats();
   if (host_allocator) result.host_memory = host_allocator->stats();

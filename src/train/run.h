@@ -7,7 +7,8 @@
 //  - the trace: every allocation and step, the postmortem of an OOM;
 //  - the model, optimizer and trainer on the backend make_backend() gives;
 //  - the step loop: checkpoints (checkpoint.save_every, save_initial),
-//    resume (checkpoint.resume_from), the non-finite stop
+//    resume (checkpoint.resume_from, or checkpoint.resume = "auto":
+//    train/auto_resume.h), the non-finite stop
 //    (optimizer.max_nonfinite_steps), the trace's disk check, and a stop
 //    request honoured between steps;
 //  - the resident-memory check against the allocator (cpu).
@@ -40,7 +41,8 @@ namespace headroom {
 
 enum class RunOutcome {
   kFinished,     // every step of run.steps
-  kStopped,      // a StopRequest: a checkpoint of the steps so far was saved (train)
+  kStopped,      // a StopRequest: a checkpoint of the steps so far was saved (train);
+                 // before the first step: nothing was written (RunResult::committed)
   kOutOfMemory,  // the postmortem is in the trace and in RunResult::oom (exit code 3)
   kNonFinite,    // optimizer.max_nonfinite_steps, or no finite step at all (exit code 4)
 };
@@ -73,6 +75,10 @@ struct RunResult {
   std::string message;             // kNonFinite: why the run stopped, naming the key
   double last_loss = 0;            // of the last step; NaN in a plan
   double source_entropy_nats = 0;  // the dataset's; 0 when it does not say
+  // The run's files are in place (its first step, checkpoint or postmortem
+  // happened); false: the folder was left as it was.
+  bool committed = false;
+  int stop_signal = 0;  // kStopped: the signal this rank was asked by (0: none, another rank's)
 
   // The device allocator at the end, and its peak allocated per phase over
   // the initialization and every step.
@@ -103,9 +109,10 @@ struct RunResult {
 // What the command line adds to the config.
 struct RunControl {
   bool overwrite = false;  // replace an earlier run of the same run.name (--overwrite)
-  // Checked after every step; nullptr: never stop early. With several ranks,
-  // every rank passes one or none, and they agree on the step to stop after
-  // (one host sum per step).
+  // Checked before the first step and after every step; nullptr: never stop
+  // early. With several ranks, every rank passes one or none, and they agree
+  // on the step to stop after (one host sum per step), so a request that
+  // reached only some ranks stops them all.
   const StopRequest* stop = nullptr;
 };
 
@@ -113,7 +120,8 @@ class Run {
  public:
   // Maps `config` (run_settings_of) and checks everything that only reads:
   // the values this build refuses, data.path, model.weights, the checkpoint
-  // to resume from. A UsageError from here means nothing was written.
+  // to resume from (checkpoint.resume = "auto": found first, by
+  // find_auto_resume). A UsageError from here means nothing was written.
   // `comm` must outlive the Run.
   Run(const ExperimentConfig& config, RunMode mode, Communicator& comm, RunControl control = {});
 
@@ -134,6 +142,10 @@ class Run {
   RunControl control_;
   bool resuming_ = false;
   TrainState resume_state_;  // resuming_: the checkpoint's
+  // checkpoint.resume = "auto": the folder holds an earlier attempt of this
+  // run (its files are replaced without --overwrite), and what was passed over.
+  bool auto_own_folder_ = false;
+  std::vector<std::string> auto_passed_over_;
   bool data_exists_ = false;
   bool executed_ = false;
 };

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "data/batcher.h"
 #include "memory/postmortem.h"
@@ -41,6 +42,12 @@ class RunObserver {
   // The model is built: its parameters, and those that train (LoRA: the
   // adapters). Before the weights are loaded.
   virtual void on_model_built(int64_t /*trainable_parameters*/, int64_t /*all_parameters*/) {}
+  // checkpoint.resume = "auto" decided, before the run started: continue
+  // from `checkpoint` ("" = start afresh, none of this config is complete),
+  // having passed over the newer step-N folders in `passed_over` ("<dir>:
+  // <why>").
+  virtual void on_auto_resume(const std::string& /*checkpoint*/,
+                              const std::vector<std::string>& /*passed_over*/) {}
   // Resumed from the checkpoint `dir`: its state and the data cursor now.
   virtual void on_resumed(const std::string& /*dir*/, const TrainState& /*state*/,
                           const Cursor& /*cursor*/) {}

@@ -52,7 +52,7 @@ void discard_checkpoint(const std::string& dir) {
   std::error_code ignored;
   fs::remove(json_path(dir), ignored);  // the marker first
   for (const char* name : {"model.safetensors", "config.json", "adapter_model.safetensors",
-                           "adapter_config.json", "optimizer.safetensors"})
+                           "adapter_config.json", "optimizer.safetensors", "run_config.toml"})
     fs::remove(fs::path(dir) / name, ignored);
   for (fs::directory_iterator it(dir, ignored), end; !ignored && it != end; it.increment(ignored)) {
     const std::string name = it->path().filename().string();

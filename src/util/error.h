@@ -17,6 +17,8 @@ enum class ExitCode : int {
   kUsage = 2,        // bad command line, config, data or weights
   kOutOfMemory = 3,  // postmortem written
   kNumerical = 4,    // loss or gradients not finite beyond what skipping allows
+  kStopped = 5,      // stopped on a signal, resumable: every step done is in a complete
+                     // checkpoint; checkpoint.resume = "auto" continues (docs/cli.md)
 };
 
 class Error : public std::runtime_error {

@@ -144,8 +144,8 @@ namespace {
 
 class FitCli : public testing::ScratchFolder {};
 
-constexpr const char* kSeed004 = "'" HEADROOM_SOURCE_DIR
-                                 "/experiments/postmortems/seed004_lora_24gb.toml'";
+constexpr const char* kSeed004 =
+    "'" HEADROOM_SOURCE_DIR "/experiments/postmortems/seed004_lora_24gb.toml'";
 
 TEST_F(FitCli, FindsTheLargestTokenBudgetOfSeed004AndOneTokenMoreDoesNotFit) {
   const std::string packed = " --set batch.mode=packed --set batch.micro_batch_size=0";
@@ -160,13 +160,14 @@ TEST_F(FitCli, FindsTheLargestTokenBudgetOfSeed004AndOneTokenMoreDoesNotFit) {
   ASSERT_NE(paren, std::string::npos) << r.out;
   EXPECT_EQ(std::stoll(r.out.substr(paren + 1)), largest + 1) << r.out;
   // The plans agree: the largest fits, one token more runs out of memory.
-  const Result fits = run_headroom(std::string("plan ") + kSeed004 + packed +
-                                   " --no-advice --set batch.max_tokens_per_micro_batch=" +
-                                   std::to_string(largest));
+  const Result fits = run_headroom(
+      std::string("plan ") + kSeed004 + packed +
+      " --no-advice --set batch.max_tokens_per_micro_batch=" + std::to_string(largest));
   EXPECT_EQ(fits.code, 0) << fits.err;
-  const Result over = run_headroom(std::string("plan ") + kSeed004 + packed +
-                                   " --no-advice --overwrite --set batch.max_tokens_per_micro_batch=" +
-                                   std::to_string(largest + 1));
+  const Result over =
+      run_headroom(std::string("plan ") + kSeed004 + packed +
+                   " --no-advice --overwrite --set batch.max_tokens_per_micro_batch=" +
+                   std::to_string(largest + 1));
   EXPECT_EQ(over.code, 3) << over.err;
   // Only the plan folders the two plans above made: fit writes none of its own.
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "results"), fs::directory_iterator{}), 2)
@@ -220,7 +221,8 @@ TEST_F(TrainOom, ExplainsAndAdvisesAfterThePostmortemIsWritten) {
       read_oom_advice((dir_ / "results/quickstart/trace.rank0.h5").string());
   ASSERT_TRUE(stored.has_value());
   const nlohmann::json json = nlohmann::json::parse(*stored);
-  EXPECT_NE(json["rates"].get<std::string>().find("cpu target"), std::string::npos) << json["rates"];
+  EXPECT_NE(json["rates"].get<std::string>().find("cpu target"), std::string::npos)
+      << json["rates"];
   EXPECT_FALSE(json["why"].empty());
   EXPECT_NE(r.err.find("cheapest that fits: --set checkpoint.activations="), std::string::npos)
       << r.err;

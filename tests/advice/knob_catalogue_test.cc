@@ -12,7 +12,8 @@ namespace {
 std::vector<std::string> all_overrides(const std::vector<Knob>& knobs) {
   std::vector<std::string> out;
   for (const Knob& k : knobs)
-    for (const std::string& o : k.overrides) out.push_back(o);
+    for (const std::string& o : k.overrides)
+      out.push_back(o);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
@@ -24,7 +25,8 @@ ExperimentConfig everything_changed() {
            .seed = 7,
            .steps = 1000,
            .backend = RunSection::Backend::kMeta,
-           .out_dir = "/scratch/results"};
+           .out_dir = "/scratch/results",
+           .collective_timeout = 90};
   c.model = {.preset = "",
              .hf_config = "models/qwen3-8b/config.json",
              .weights = "models/qwen3-8b",
@@ -209,6 +211,9 @@ ExperimentConfig bucketed() {
   c.batch.seq_len = 0;
   c.batch.buckets = {512, 1024, 8192};
   c.batch.pad_to = BatchSection::PadTo::kLongest;
+  // checkpoint.resume = "auto" excludes resume_from (rules.cc) too.
+  c.checkpoint.resume_from = "";
+  c.checkpoint.resume = CheckpointSection::Resume::kAuto;
   return c;
 }
 
@@ -216,13 +221,48 @@ TEST(ConfigSchema, EveryGetterReadsBackThroughItsSetter) {
   const ExperimentConfig changed = everything_changed();
   const ExperimentConfig with_buckets = bucketed();
   for (const ConfigKey& key : config_schema()) {
-    const std::string text = key.get(key.name == "batch.buckets" ? with_buckets : changed);
+    const bool own = key.name == "batch.buckets" || key.name == "checkpoint.resume";
+    const std::string text = key.get(own ? with_buckets : changed);
     EXPECT_NE(text, key.default_text) << key.name << ": the round-trip config leaves it default";
     const toml::table parsed = toml::parse("v = " + text);
     ExperimentConfig c;
     EXPECT_EQ(key.set(c, *parsed.get("v")), std::nullopt) << key.name << " = " << text;
     EXPECT_EQ(key.get(c), text) << key.name;
   }
+}
+
+TEST(ConfigSchema, CollectiveTimeoutTakesSecondsOrADuration) {
+  const ConfigKey* key = find_config_key("run.collective_timeout");
+  ASSERT_NE(key, nullptr);
+  EXPECT_EQ(key->default_text, "\"10min\"");
+  for (const auto& [value, seconds] : std::vector<std::pair<std::string, int64_t>>{
+           {"0", 0}, {"5", 5}, {"\"5s\"", 5}, {"\"10min\"", 600}, {"\"2h\"", 7200}}) {
+    const toml::table parsed = toml::parse("v = " + value);
+    ExperimentConfig c;
+    EXPECT_EQ(key->set(c, *parsed.get("v")), std::nullopt) << value;
+    EXPECT_EQ(c.run.collective_timeout, seconds) << value;
+  }
+  for (const char* value : {"-1", "\"5\"", "\"1.5h\"", "\"s\"", "\"10 min\"", "\"3d\"",
+                            "\"999999999999h\"", "1.5", "true"}) {
+    const toml::table parsed = toml::parse(std::string("v = ") + value);
+    ExperimentConfig c;
+    const auto complaint = key->set(c, *parsed.get("v"));
+    ASSERT_NE(complaint, std::nullopt) << value;
+    EXPECT_NE(complaint->find("expected a duration"), std::string::npos) << *complaint;
+  }
+}
+
+TEST(ConfigRules, ResumeAutoAndResumeFromExcludeEachOther) {
+  try {
+    load_config_string("[checkpoint]\nresume = \"auto\"\nresume_from = \"x/step-2\"\n", "r.toml");
+    FAIL() << "accepted both";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint.resume: \"auto\" picks the checkpoint itself"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(load_config_string("[checkpoint]\nresume = \"auto\"\n", "r.toml").checkpoint.resume,
+            CheckpointSection::Resume::kAuto);
 }
 
 // --- to_toml ------------------------------------------------------------------------

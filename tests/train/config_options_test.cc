@@ -56,6 +56,7 @@ std::map<std::string, KeyCase> key_cases(const std::string& hf_a, const std::str
       // train refuses cuda; a plan makes a cuda device's allocations.
       {"run.backend", {"\"cuda\""}},
       {"run.out_dir", {"\"elsewhere\""}},
+      {"run.collective_timeout", {"\"5s\""}},
 
       {"model.preset", {"\"tiny-llama\""}},
       {"model.hf_config", {b, {"model.preset=\"\"", "model.hf_config=" + a}}},
@@ -113,6 +114,7 @@ std::map<std::string, KeyCase> key_cases(const std::string& hf_a, const std::str
       {"checkpoint.format", {"\"sharded\"", {}, true}},
       {"checkpoint.save_initial", {"true"}},
       {"checkpoint.resume_from", {"\"ckpt/step-2\""}},
+      {"checkpoint.resume", {"\"auto\""}},
 
       {"optimizer.lr", {"0.01"}},
       {"optimizer.betas", {"[0.8, 0.99]"}},
