@@ -13,5 +13,6 @@ int plan_command(const std::vector<std::string>& args);
 int report_command(const std::vector<std::string>& args);
 int data_command(const std::vector<std::string>& args);
 int export_command(const std::vector<std::string>& args);
+int sweep_command(const std::vector<std::string>& args);
 
 }  // namespace headroom

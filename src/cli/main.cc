@@ -25,6 +25,9 @@ commands:
   data <tool> ...    dataset tools
   export [exp.toml] --adapter DIR --merge --out DIR
                      fold a LoRA run's adapters into its base: a Hugging Face folder
+  sweep exp.toml [--grid key=a,b ...] [--out DIR] [--submit]
+                     write and plan every task of a sweep, then the Slurm job
+                     array of those that fit; sweep status | collect DIR
 
 `headroom <command> --help` describes each command's options.
 
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
     if (command == "report") return headroom::report_command(args);
     if (command == "data") return headroom::data_command(args);
     if (command == "export") return headroom::export_command(args);
+    if (command == "sweep") return headroom::sweep_command(args);
     std::fprintf(stderr, "headroom: unknown command \"%s\"\n\n%s", command.c_str(), kUsage);
     return static_cast<int>(headroom::ExitCode::kUsage);
   } catch (const headroom::OutOfMemory& oom) {
