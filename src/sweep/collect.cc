@@ -251,7 +251,7 @@ Table results_table(const SweepManifest& manifest, const std::vector<TaskResult>
     for (const std::string& key : manifest.keys) {
       std::string value;
       for (const auto& [k, v] : r.values)
-        if (k == key) value = csv ? v : display_value(v);
+        if (k == key) value = display_value(v);
       row.push_back(value);
     }
     row.push_back(r.outcome);

@@ -38,9 +38,10 @@ class TableParser {
     return source_ + ":" + std::to_string(region.begin.line) + ":" +
            std::to_string(region.begin.column);
   }
-  void report(const toml::source_region& region, const std::string& what) {
-    problems_.push_back(
-        {region.begin.line, region.begin.column, where(region) + ": sweep: " + what});
+  // `group`: the table the problem is in, "sweep", "sweep.zip" or "sweep.slurm".
+  void report(const toml::source_region& region, std::string_view group, const std::string& what) {
+    problems_.push_back({region.begin.line, region.begin.column,
+                         where(region) + ": " + std::string(group) + ": " + what});
   }
   // Walks a table of varied keys: `prefix` is the dotted path so far, so
   // that `zero.stage = [2, 3]` (a nested table in TOML) and
@@ -125,33 +126,32 @@ void TableParser::collect_keys(const toml::table& table, const std::string& pref
 
 void TableParser::add_key(const std::string& name, const toml::key& key, const toml::node& node,
                           std::string_view group, std::vector<SweepKey>& out) {
-  const std::string label = std::string(group) == "sweep" ? "" : std::string(group) + ": ";
   const ConfigKey* spec = find_config_key(name);
   if (!spec) {
-    report(key.source(), label + name + ": unknown key" + suggest_config_key(name));
+    report(key.source(), group, name + ": unknown key" + suggest_config_key(name));
     return;
   }
   if (is_set_by_sweep(name)) {
-    report(key.source(), label + name +
-                             ": set by the sweep for every task (run.name gets the task's "
+    report(key.source(), group,
+           name + ": set by the sweep for every task (run.name gets the task's "
                              "number, run.out_dir the sweep's runs/ folder): it cannot vary");
     return;
   }
   const toml::array* list = node.as_array();
   if (!list || list->empty()) {
-    report(node.source(), label + name + ": expected a non-empty list of the values to sweep, " +
+    report(node.source(), group, name + ": expected a non-empty list of the values to sweep, " +
                               "e.g. [2, 3], got " + toml_describe(node));
     return;
   }
   for (const SweepKey& earlier : out)
     if (earlier.name == name) {
-      report(key.source(), label + name + ": given twice (first at " + earlier.where + ")");
+      report(key.source(), group, name + ": given twice (first at " + earlier.where + ")");
       return;
     }
   SweepKey swept{name, where(key.source()), {}};
   for (const toml::node& element : *list) {
     if (std::optional<std::string> complaint = check_value(*spec, element)) {
-      report(element.source(), label + name + " = " + toml_render(element) + ": " + *complaint);
+      report(element.source(), group, name + " = " + toml_render(element) + ": " + *complaint);
       continue;
     }
     swept.values.push_back({toml_render(element), where(element.source())});
@@ -188,7 +188,7 @@ void TableParser::parse_slurm(const toml::table& table, SlurmShape& shape) {
       known = true;
       const std::optional<int64_t> v = node->value_exact<int64_t>();
       if (!v || *v < k.min || *v > 65536)
-        report(node->source(), "slurm: " + name + ": expected an integer in " +
+        report(node->source(), "sweep.slurm", name + ": expected an integer in " +
                                    std::to_string(k.min) + "..65536, got " +
                                    toml_describe(*node));
       else
@@ -200,8 +200,8 @@ void TableParser::parse_slurm(const toml::table& table, SlurmShape& shape) {
       const std::optional<std::string> v = node->value_exact<std::string>();
       // These go into "#SBATCH --time=..." lines: one line, no spaces.
       if (!v || v->empty() || v->find_first_of(" \t\r\n") != std::string::npos)
-        report(node->source(), "slurm: " + name +
-                                   ": expected a non-empty string without spaces, got " +
+        report(node->source(), "sweep.slurm",
+               name + ": expected a non-empty string without spaces, got " +
                                    toml_describe(*node));
       else
         *k.value = *v;
@@ -220,14 +220,14 @@ void TableParser::parse_slurm(const toml::table& table, SlurmShape& shape) {
           shape.options.push_back(*v);
         }
       if (!ok)
-        report(node->source(),
-               "slurm: options: expected a list of sbatch options, one line each, such as "
+        report(node->source(), "sweep.slurm",
+               "options: expected a list of sbatch options, one line each, such as "
                "[\"--qos=high\"], got " +
                    toml_describe(*node));
     }
     if (!known) {
       std::optional<std::string> near = nearest_word(name, names);
-      report(key->source(), "slurm: " + name + ": unknown key" +
+      report(key->source(), "sweep.slurm", name + ": unknown key" +
                                 (near ? " (did you mean " + toml_quote(*near) + "?)" : "") +
                                 "; [sweep.slurm] takes nodes, tasks_per_node, gpus_per_task, "
                                 "cpus_per_task, time, partition, account, options");
