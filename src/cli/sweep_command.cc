@@ -78,14 +78,16 @@ bool run_capture(const std::string& command, std::string& output) {
   if (!pipe) return false;
   char buf[4096];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0)
+    output.append(buf, n);
   const int status = pclose(pipe);
   return status == 0;
 }
 
 std::string shell_quote(const std::string& text) {
   std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  for (char c : text)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
 }
 
@@ -101,7 +103,8 @@ std::map<int, SlurmTaskState> query_slurm(const std::string& job_id, std::string
     if (!states.empty()) source = "sacct";
   }
   if (run_capture("squeue -h -r -j " + shell_quote(job_id) + " -o '%i|%T'", text)) {
-    for (const auto& [index, state] : parse_slurm_states(text, job_id)) states[index] = state;
+    for (const auto& [index, state] : parse_slurm_states(text, job_id))
+      states[index] = state;
     if (source.empty()) source = "squeue";
   }
   return states;
@@ -127,8 +130,10 @@ std::string display(const std::string& toml_text) {
 // Removes what an earlier `headroom sweep` wrote into `dir` (--overwrite):
 // its tasks, runs, logs and records, never files it did not make.
 void clear_sweep_folder(const fs::path& dir) {
-  for (const char* name : {"tasks", "runs", "status", "logs"}) fs::remove_all(dir / name);
-  for (const char* name : {"manifest.json", "sweep.sbatch"}) fs::remove(dir / name);
+  for (const char* name : {"tasks", "runs", "status", "logs"})
+    fs::remove_all(dir / name);
+  for (const char* name : {"manifest.json", "sweep.sbatch"})
+    fs::remove(dir / name);
 }
 
 int make_sweep(const SweepOptions& o) {
@@ -151,16 +156,17 @@ int make_sweep(const SweepOptions& o) {
   if (world_size < 1 || world_size > 1024)
     throw UsageError("sweep.slurm: nodes x tasks_per_node = " + std::to_string(world_size) +
                      " ranks: expected 1..1024 (each is planned)");
-  if (o.parallel < 0) throw UsageError("--parallel " + std::to_string(o.parallel) + ": expected >= 0");
+  if (o.parallel < 0)
+    throw UsageError("--parallel " + std::to_string(o.parallel) + ": expected >= 0");
   if (o.signal_lead < 1 || o.signal_lead > 65535)
     throw UsageError("--signal-lead " + std::to_string(o.signal_lead) +
                      ": expected 1..65535 seconds (Slurm's --signal limit)");
   if (o.max_requeues < 0 || o.max_requeues > 1000)
     throw UsageError("--max-requeues " + std::to_string(o.max_requeues) + ": expected 0..1000");
 
-  const fs::path dir = fs::absolute(o.out.empty() ? fs::path("sweeps") / base.run.name
-                                                  : fs::path(o.out))
-                           .lexically_normal();
+  const fs::path dir =
+      fs::absolute(o.out.empty() ? fs::path("sweeps") / base.run.name : fs::path(o.out))
+          .lexically_normal();
   std::error_code ec;
   if (fs::exists(dir / "manifest.json", ec) && !o.overwrite)
     throw UsageError(dir.string() +
@@ -177,12 +183,12 @@ int make_sweep(const SweepOptions& o) {
     extra = {"checkpoint.resume=auto"};
   }
   const std::vector<SweepTask> tasks = expand_sweep(spec);
-  const std::vector<ResolvedTask> resolved = resolve_sweep_tasks(
-      text, o.config_path, o.overrides, tasks, (dir / "runs").string(), extra);
+  const std::vector<ResolvedTask> resolved =
+      resolve_sweep_tasks(text, o.config_path, o.overrides, tasks, (dir / "runs").string(), extra);
 
   if (o.overwrite) clear_sweep_folder(dir);
   fs::create_directories(dir / "tasks");
-  fs::create_directories(dir / "logs");   // sbatch's --output goes there: it must exist
+  fs::create_directories(dir / "logs");  // sbatch's --output goes there: it must exist
   fs::create_directories(dir / "status");
 
   SweepManifest manifest;
@@ -191,8 +197,10 @@ int make_sweep(const SweepOptions& o) {
   manifest.source = o.config_path;
   manifest.dir = dir.string();
   manifest.workdir = fs::current_path().string();
-  for (const SweepKey& k : spec.grid) manifest.keys.push_back(k.name);
-  for (const SweepKey& k : spec.zip) manifest.keys.push_back(k.name);
+  for (const SweepKey& k : spec.grid)
+    manifest.keys.push_back(k.name);
+  for (const SweepKey& k : spec.zip)
+    manifest.keys.push_back(k.name);
   manifest.target = std::string(name_of(base.run.backend));
   manifest.slurm = spec.slurm;
   manifest.world_size = world_size;
@@ -209,14 +217,16 @@ int make_sweep(const SweepOptions& o) {
     columns.push_back(c);
   }
   columns.push_back({world_size > 1 ? "peak/rank (max)" : "planned peak", 15});
-  std::printf("headroom sweep: %zu task%s of %s%s, %d rank%s each (%d node%s x %d), planned on "
-              "meta for run.backend = \"%s\"\n",
-              resolved.size(), resolved.size() == 1 ? "" : "s", o.config_path.c_str(),
-              spec.empty() ? " (no key varies)" : "", world_size, world_size == 1 ? "" : "s",
-              spec.slurm.nodes, spec.slurm.nodes == 1 ? "" : "s", spec.slurm.tasks_per_node,
-              manifest.target.c_str());
+  std::printf(
+      "headroom sweep: %zu task%s of %s%s, %d rank%s each (%d node%s x %d), planned on "
+      "meta for run.backend = \"%s\"\n",
+      resolved.size(), resolved.size() == 1 ? "" : "s", o.config_path.c_str(),
+      spec.empty() ? " (no key varies)" : "", world_size, world_size == 1 ? "" : "s",
+      spec.slurm.nodes, spec.slurm.nodes == 1 ? "" : "s", spec.slurm.tasks_per_node,
+      manifest.target.c_str());
   std::string header = " ";
-  for (const Column& c : columns) header += " " + pad(c.header, c.width);
+  for (const Column& c : columns)
+    header += " " + pad(c.header, c.width);
   std::printf("%s  fits\n", header.c_str());
   std::fflush(stdout);
 
@@ -309,21 +319,22 @@ int sweep_status(const std::string& dir) {
   const std::map<int, SlurmTaskState> slurm = query_slurm(manifest.job_id, source);
   const std::vector<TaskResult> results = collect_sweep(manifest, slurm);
   std::map<std::string, int> counts;
-  for (const TaskResult& r : results) ++counts[r.outcome];
-  std::printf("sweep %s: %zu tasks, %s", manifest.dir.c_str(), results.size(),
-              manifest.job_id.empty() ? "not submitted"
-                                      : ("job " + manifest.job_id + " (--array=" + manifest.array +
-                                         "), Slurm states from " +
-                                         (source.empty() ? "nowhere (no sacct/squeue answer)"
-                                                         : source))
-                                            .c_str());
+  for (const TaskResult& r : results)
+    ++counts[r.outcome];
+  std::printf(
+      "sweep %s: %zu tasks, %s", manifest.dir.c_str(), results.size(),
+      manifest.job_id.empty()
+          ? "not submitted"
+          : ("job " + manifest.job_id + " (--array=" + manifest.array + "), Slurm states from " +
+             (source.empty() ? "nowhere (no sacct/squeue answer)" : source))
+                .c_str());
   std::string summary;
   for (const auto& [outcome, n] : counts)
     summary += (summary.empty() ? "" : ", ") + std::to_string(n) + " " + outcome;
   std::printf("\n  %s\n", summary.c_str());
   for (const TaskResult& r : results) {
-    std::printf("  %s  %-24s %-12s step %lld/%lld", task_number(r.index).c_str(),
-                r.outcome.c_str(), r.slurm_state.empty() ? "-" : r.slurm_state.c_str(),
+    std::printf("  %s  %-24s %-12s step %lld/%lld", task_number(r.index).c_str(), r.outcome.c_str(),
+                r.slurm_state.empty() ? "-" : r.slurm_state.c_str(),
                 static_cast<long long>(r.steps_done), static_cast<long long>(r.steps));
     if (r.attempts > 1) std::printf("  (%d attempts)", r.attempts);
     if (!r.note.empty()) std::printf("  %s", r.note.c_str());
@@ -345,7 +356,8 @@ int sweep_collect(const std::string& dir, bool csv) {
               results.size());
   std::fputs(format_results_table(manifest, results).c_str(), stdout);
   for (const TaskResult& r : results)
-    if (!r.note.empty()) std::printf("  task %s: %s\n", task_number(r.index).c_str(), r.note.c_str());
+    if (!r.note.empty())
+      std::printf("  task %s: %s\n", task_number(r.index).c_str(), r.note.c_str());
   return 0;
 }
 
@@ -398,14 +410,15 @@ int sweep_command(const std::vector<std::string>& args) {
       "signal-lead", po::value<int>(&o.signal_lead)->default_value(120),
       "seconds before the time limit at which Slurm sends SIGUSR2 (--signal=USR2@S)")(
       "max-requeues", po::value<int>(&o.max_requeues)->default_value(3),
-      "times a task stopped by the signal requeues itself")(
-      "nodes", po::value<int>(&o.nodes), "nodes per task (sweep.slurm.nodes)")(
+      "times a task stopped by the signal requeues itself")("nodes", po::value<int>(&o.nodes),
+                                                            "nodes per task (sweep.slurm.nodes)")(
       "tasks-per-node", po::value<int>(&o.tasks_per_node),
       "ranks per node (sweep.slurm.tasks_per_node)")(
       "gpus-per-task", po::value<int>(&o.gpus_per_task),
       "GPUs per rank (sweep.slurm.gpus_per_task; default 1 for run.backend = \"cuda\")")(
-      "cpus-per-task", po::value<int>(&o.cpus_per_task), "CPUs per rank (sweep.slurm.cpus_per_task)")(
-      "time", po::value<std::string>(&o.time), "time limit per task (sweep.slurm.time)")(
+      "cpus-per-task", po::value<int>(&o.cpus_per_task),
+      "CPUs per rank (sweep.slurm.cpus_per_task)")("time", po::value<std::string>(&o.time),
+                                                   "time limit per task (sweep.slurm.time)")(
       "partition", po::value<std::string>(&o.partition), "sweep.slurm.partition")(
       "account", po::value<std::string>(&o.account), "sweep.slurm.account")(
       "submit", po::bool_switch(&o.submit), "run sbatch and record the job id in the manifest")(

@@ -102,7 +102,9 @@ std::string suggest_config_key(std::string_view name) {
 
 namespace {
 
-std::string suggest_key(std::string_view name) { return suggest_config_key(name); }
+std::string suggest_key(std::string_view name) {
+  return suggest_config_key(name);
+}
 
 std::string suggest_section(std::string_view name) {
   std::vector<std::string_view> sections(config_sections().begin(), config_sections().end());

@@ -54,7 +54,8 @@ std::vector<int> expand_indices(std::string_view list) {
     } else if (parse_int(std::string_view(part).substr(0, dash), a) &&
                parse_int(std::string_view(part).substr(dash + 1), b) && a <= b &&
                b - a <= static_cast<int>(kMaxSweepTasks)) {
-      for (int i = a; i <= b; ++i) out.push_back(i);
+      for (int i = a; i <= b; ++i)
+        out.push_back(i);
     }
   }
   return out;
@@ -104,8 +105,7 @@ std::string display_value(const std::string& toml_text) {
 
 }  // namespace
 
-std::map<int, SlurmTaskState> parse_slurm_states(std::string_view text,
-                                                 const std::string& job_id) {
+std::map<int, SlurmTaskState> parse_slurm_states(std::string_view text, const std::string& job_id) {
   std::map<int, SlurmTaskState> states;
   for (const std::string& line : split(text, '\n')) {
     const std::vector<std::string> fields = split(line, '|');
@@ -124,7 +124,8 @@ std::map<int, SlurmTaskState> parse_slurm_states(std::string_view text,
       if (parse_int(std::string_view(fields[2]).substr(0, fields[2].find(':')), code))
         state.exit_code = code;
     }
-    for (int index : expand_indices(rest)) states[index] = state;
+    for (int index : expand_indices(rest))
+      states[index] = state;
   }
   return states;
 }
@@ -191,7 +192,8 @@ std::vector<TaskResult> collect_sweep(const SweepManifest& manifest,
         last_step = steps.back().step;
         r.final_loss = steps.back().loss;
         double sum = 0;
-        for (const StepRecord& s : steps) sum += s.tokens_per_second;
+        for (const StepRecord& s : steps)
+          sum += s.tokens_per_second;
         r.tokens_per_second = sum / static_cast<double>(steps.size());
       }
       r.steps_done = last_step + 1;
@@ -236,7 +238,8 @@ Table results_table(const SweepManifest& manifest, const std::vector<TaskResult>
                     bool csv) {
   Table t;
   t.header.push_back("task");
-  for (const std::string& key : manifest.keys) t.header.push_back(key);
+  for (const std::string& key : manifest.keys)
+    t.header.push_back(key);
   for (const char* column :
        {"outcome", "steps", "final loss", "tokens/s", "planned peak", "measured peak"})
     t.header.push_back(column);
@@ -293,7 +296,8 @@ std::string format_results_table(const SweepManifest& manifest,
   std::vector<size_t> width(t.header.size());
   for (size_t c = 0; c < t.header.size(); ++c) {
     width[c] = t.header[c].size();
-    for (const auto& row : t.rows) width[c] = std::max(width[c], row[c].size());
+    for (const auto& row : t.rows)
+      width[c] = std::max(width[c], row[c].size());
   }
   std::string out;
   auto line = [&](const std::vector<std::string>& cells) {
@@ -305,7 +309,8 @@ std::string format_results_table(const SweepManifest& manifest,
     out += text + "\n";
   };
   line(t.header);
-  for (const auto& row : t.rows) line(row);
+  for (const auto& row : t.rows)
+    line(row);
   return out;
 }
 
@@ -314,11 +319,13 @@ std::string format_results_csv(const SweepManifest& manifest,
   const Table t = results_table(manifest, results, /*csv=*/true);
   std::string out;
   auto line = [&](const std::vector<std::string>& cells) {
-    for (size_t c = 0; c < cells.size(); ++c) out += (c ? "," : "") + csv_field(cells[c]);
+    for (size_t c = 0; c < cells.size(); ++c)
+      out += (c ? "," : "") + csv_field(cells[c]);
     out += "\n";
   };
   line(t.header);
-  for (const auto& row : t.rows) line(row);
+  for (const auto& row : t.rows)
+    line(row);
   return out;
 }
 

@@ -42,12 +42,12 @@ struct TaskResult {
   // "preempted" (exit 5 and not requeued again), "running", "pending",
   // "not run", "not in array" (the plan did not fit), "exit N".
   std::string outcome;
-  std::string slurm_state;  // "" when Slurm was not asked or did not say
-  int exit_code = -1;       // the last recorded; -1 none
-  int attempts = 0;         // recorded srun runs (1 + requeues that ran)
-  int64_t steps_done = 0;   // from the traces (all continuations)
-  int64_t steps = 0;        // run.steps
-  double final_loss = 0;    // the last step's; NaN without a step
+  std::string slurm_state;       // "" when Slurm was not asked or did not say
+  int exit_code = -1;            // the last recorded; -1 none
+  int attempts = 0;              // recorded srun runs (1 + requeues that ran)
+  int64_t steps_done = 0;        // from the traces (all continuations)
+  int64_t steps = 0;             // run.steps
+  double final_loss = 0;         // the last step's; NaN without a step
   double tokens_per_second = 0;  // mean over the last trace's steps; 0 without one
   uint64_t planned_peak = 0;     // the plan's peak reserved, the highest rank
   uint64_t measured_peak = 0;    // the traces' highest step peak reserved, all ranks

@@ -88,7 +88,8 @@ void write_manifest(const std::string& dir, const SweepManifest& m) {
   json tasks = json::array();
   for (const ManifestTask& t : m.tasks) {
     json values = json::array();
-    for (const auto& [key, value] : t.values) values.push_back(json{{"key", key}, {"value", value}});
+    for (const auto& [key, value] : t.values)
+      values.push_back(json{{"key", key}, {"value", value}});
     tasks.push_back(json{{"index", t.index},
                          {"file", t.file},
                          {"run_name", t.run_name},
@@ -130,16 +131,14 @@ SweepManifest read_manifest(const std::string& dir) {
   } catch (const json::parse_error& e) {
     const JsonErrorText error = split_json_error(e.what());
     throw UsageError(path + ": JSON syntax error" +
-                     (error.position.empty() ? "" : " at " + error.position) + ": " +
-                     error.detail);
+                     (error.position.empty() ? "" : " at " + error.position) + ": " + error.detail);
   }
   SweepManifest m;
   try {
     if (j.at("manifest_version").get<int>() > SweepManifest::kVersion)
-      throw UsageError(path + ": manifest_version " +
-                       std::to_string(j.at("manifest_version").get<int>()) +
-                       " is newer than this headroom reads (" +
-                       std::to_string(SweepManifest::kVersion) + ")");
+      throw UsageError(
+          path + ": manifest_version " + std::to_string(j.at("manifest_version").get<int>()) +
+          " is newer than this headroom reads (" + std::to_string(SweepManifest::kVersion) + ")");
     m.headroom_version = j.at("headroom_version").get<std::string>();
     m.created_at = j.at("created_at").get<std::string>();
     m.source = j.at("source").get<std::string>();
@@ -169,8 +168,8 @@ SweepManifest read_manifest(const std::string& dir) {
       m.tasks.push_back(std::move(task));
     }
   } catch (const json::exception& e) {
-    throw UsageError(path + ": not a sweep manifest this headroom reads: " +
-                     split_json_error(e.what()).detail);
+    throw UsageError(
+        path + ": not a sweep manifest this headroom reads: " + split_json_error(e.what()).detail);
   }
   return m;
 }

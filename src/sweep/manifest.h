@@ -27,15 +27,15 @@ struct ManifestTask {
 struct SweepManifest {
   static constexpr int kVersion = 1;
   std::string headroom_version;
-  std::string created_at;  // ISO-8601 UTC
-  std::string source;      // the base experiment file as given
-  std::string dir;         // the sweep folder (absolute)
-  std::string workdir;     // where tasks run (the sweep was made here; relative paths hold)
+  std::string created_at;         // ISO-8601 UTC
+  std::string source;             // the base experiment file as given
+  std::string dir;                // the sweep folder (absolute)
+  std::string workdir;            // where tasks run (the sweep was made here; relative paths hold)
   std::vector<std::string> keys;  // the varied keys, in axis order
   std::string target;             // run.backend of the tasks: "cpu" or "cuda"
   SlurmShape slurm;
   int world_size = 1;
-  int parallel = 0;     // the array's %P; 0 = no cap
+  int parallel = 0;  // the array's %P; 0 = no cap
   int max_requeues = 0;
   int signal_lead = 0;  // seconds
   std::string array;    // "0-2,5%2"; "" when no task is in the array

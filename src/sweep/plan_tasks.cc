@@ -11,13 +11,15 @@ namespace headroom {
 
 uint64_t TaskPlan::max_peak_reserved() const {
   uint64_t peak = 0;
-  for (const RankPlan& r : ranks) peak = std::max(peak, r.peak_reserved);
+  for (const RankPlan& r : ranks)
+    peak = std::max(peak, r.peak_reserved);
   return peak;
 }
 
 uint64_t TaskPlan::max_peak_allocated() const {
   uint64_t peak = 0;
-  for (const RankPlan& r : ranks) peak = std::max(peak, r.peak_allocated);
+  for (const RankPlan& r : ranks)
+    peak = std::max(peak, r.peak_allocated);
   return peak;
 }
 
@@ -25,8 +27,8 @@ TaskPlan plan_task(const ExperimentConfig& config, int world_size, bool overwrit
   TaskPlan plan;
   const RankPlan* first_oom = nullptr;
   for (int rank = 0; rank < world_size; ++rank) {
-    std::unique_ptr<Communicator> comm = world_size == 1 ? make_single_rank_comm()
-                                                         : make_simulated_comm(rank, world_size);
+    std::unique_ptr<Communicator> comm =
+        world_size == 1 ? make_single_rank_comm() : make_simulated_comm(rank, world_size);
     Run run(config, RunMode::kPlan, *comm, RunControl{overwrite, nullptr});
     RunObserver quiet;  // the sweep prints one table row per task instead
     const RunResult result = run.execute(quiet);
@@ -52,14 +54,13 @@ TaskPlan plan_task(const ExperimentConfig& config, int world_size, bool overwrit
                    (world_size > 1 ? " on rank " + std::to_string(first_oom->rank) : "") +
                    (first_oom->oom_step < 0 ? std::string(" in initialization")
                                             : " at step " + std::to_string(first_oom->oom_step)) +
-                   " (" +
-                   first_oom->oom_phase + ", " + format_bytes(first_oom->oom_requested) + " for " +
-                   first_oom->oom_tag + ")";
+                   " (" + first_oom->oom_phase + ", " + format_bytes(first_oom->oom_requested) +
+                   " for " + first_oom->oom_tag + ")";
   } else if (plan.capacity == 0) {
     plan.verdict = "no memory.device or memory.device_capacity to check against";
   } else {
-    plan.verdict = "fits, " + format_bytes(plan.capacity - std::min(plan.capacity,
-                                                                     plan.max_peak_reserved())) +
+    plan.verdict = "fits, " +
+                   format_bytes(plan.capacity - std::min(plan.capacity, plan.max_peak_reserved())) +
                    " to spare";
   }
   return plan;

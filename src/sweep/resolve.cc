@@ -28,10 +28,12 @@ std::vector<ResolvedTask> resolve_sweep_tasks(std::string_view toml_text,
   size_t failed = 0;
   for (const SweepTask& task : tasks) {
     ResolvedTask r{task, base_overrides, {}};
-    for (const std::string& o : task.overrides()) r.overrides.push_back(o);
+    for (const std::string& o : task.overrides())
+      r.overrides.push_back(o);
     r.overrides.push_back("run.name=" + toml_quote(base.run.name + "-" + task_number(task.index)));
     r.overrides.push_back("run.out_dir=" + toml_quote(runs_dir));
-    for (const std::string& o : extra_overrides) r.overrides.push_back(o);
+    for (const std::string& o : extra_overrides)
+      r.overrides.push_back(o);
     try {
       r.config = load_config_string(toml_text, source_name, r.overrides, SweepTable::kSkip);
     } catch (const UsageError& e) {

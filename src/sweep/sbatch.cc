@@ -24,7 +24,8 @@ std::string array_spec(const std::vector<int>& tasks, int parallel) {
   std::string out;
   for (size_t i = 0; i < tasks.size();) {
     size_t j = i;
-    while (j + 1 < tasks.size() && tasks[j + 1] == tasks[j] + 1) ++j;
+    while (j + 1 < tasks.size() && tasks[j + 1] == tasks[j] + 1)
+      ++j;
     if (!out.empty()) out += ',';
     out += std::to_string(tasks[i]);
     if (j > i) out += (j == i + 1 ? "," : "-") + std::to_string(tasks[j]);
@@ -54,19 +55,20 @@ std::string render_sbatch(std::string_view template_text, const SbatchParams& p)
   if (!p.shape.partition.empty()) resources += "#SBATCH --partition=" + p.shape.partition + "\n";
   if (!p.shape.account.empty()) resources += "#SBATCH --account=" + p.shape.account + "\n";
   std::string options;
-  for (const std::string& option : p.shape.options) options += "#SBATCH " + option + "\n";
+  for (const std::string& option : p.shape.options)
+    options += "#SBATCH " + option + "\n";
   std::string environment;
   if (p.shape.cpus_per_task > 0)
-    environment =
-        "# One thread per CPU Slurm gave the task.\nexport OMP_NUM_THREADS=" +
-        std::to_string(p.shape.cpus_per_task) + "\n";
+    environment = "# One thread per CPU Slurm gave the task.\nexport OMP_NUM_THREADS=" +
+                  std::to_string(p.shape.cpus_per_task) + "\n";
   std::string train_options;
   for (const std::string& o : p.train_options) {
     check_plain("the train option", o);
     train_options += " " + o;
   }
   std::string array_tasks;
-  for (int t : p.tasks) array_tasks += (array_tasks.empty() ? "" : " ") + task_number(t);
+  for (int t : p.tasks)
+    array_tasks += (array_tasks.empty() ? "" : " ") + task_number(t);
 
   const std::map<std::string, std::string, std::less<>> values = {
       {"dir", p.dir},
@@ -104,6 +106,8 @@ std::string render_sbatch(std::string_view template_text, const SbatchParams& p)
   return out;
 }
 
-std::string_view embedded_sbatch_template() { return kSweepSbatchTemplate; }
+std::string_view embedded_sbatch_template() {
+  return kSweepSbatchTemplate;
+}
 
 }  // namespace headroom

@@ -11,10 +11,10 @@
 namespace headroom {
 
 struct SbatchParams {
-  std::string dir;       // the sweep folder (absolute)
-  std::string workdir;   // --chdir: where the sweep was made
-  std::string job_name;  // --job-name
-  std::string headroom;  // the binary (absolute)
+  std::string dir;         // the sweep folder (absolute)
+  std::string workdir;     // --chdir: where the sweep was made
+  std::string job_name;    // --job-name
+  std::string headroom;    // the binary (absolute)
   std::vector<int> tasks;  // the array's task indices
   int parallel = 0;        // %P; 0 = no cap
   SlurmShape shape;

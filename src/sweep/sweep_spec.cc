@@ -18,7 +18,9 @@ namespace {
 
 // Keys the sweep sets itself for every task (docs/config.md "Sweeps"):
 // varying them would make two tasks share a run folder.
-bool is_set_by_sweep(std::string_view name) { return name == "run.name" || name == "run.out_dir"; }
+bool is_set_by_sweep(std::string_view name) {
+  return name == "run.name" || name == "run.out_dir";
+}
 
 struct Problem {
   uint32_t line = 0;
@@ -60,7 +62,8 @@ class TableParser {
 std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(
     const toml::table& table) {
   std::vector<std::pair<const toml::key*, const toml::node*>> entries;
-  for (auto&& [key, node] : table) entries.emplace_back(&key, &node);
+  for (auto&& [key, node] : table)
+    entries.emplace_back(&key, &node);
   std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
     const toml::source_position& pa = a.first->source().begin;
     const toml::source_position& pb = b.first->source().begin;
@@ -103,8 +106,10 @@ void TableParser::parse(const toml::table& sweep, SweepSpec& spec) {
     for (const SweepKey& other : spec.grid)
       if (other.name == key.name)
         problems_.push_back({0, 0,
-                             key.where + ": sweep.zip: " + key.name + " is also varied by the "
-                                 "grid at " + other.where + ": vary a key in one place"});
+                             key.where + ": sweep.zip: " + key.name +
+                                 " is also varied by the "
+                                 "grid at " +
+                                 other.where + ": vary a key in one place"});
   }
 }
 
@@ -133,14 +138,16 @@ void TableParser::add_key(const std::string& name, const toml::key& key, const t
   }
   if (is_set_by_sweep(name)) {
     report(key.source(), group,
-           name + ": set by the sweep for every task (run.name gets the task's "
-                             "number, run.out_dir the sweep's runs/ folder): it cannot vary");
+           name +
+               ": set by the sweep for every task (run.name gets the task's "
+               "number, run.out_dir the sweep's runs/ folder): it cannot vary");
     return;
   }
   const toml::array* list = node.as_array();
   if (!list || list->empty()) {
-    report(node.source(), group, name + ": expected a non-empty list of the values to sweep, " +
-                              "e.g. [2, 3], got " + toml_describe(node));
+    report(node.source(), group,
+           name + ": expected a non-empty list of the values to sweep, " + "e.g. [2, 3], got " +
+               toml_describe(node));
     return;
   }
   for (const SweepKey& earlier : out)
@@ -176,8 +183,10 @@ void TableParser::parse_slurm(const toml::table& table, SlurmShape& shape) {
   const StringKey strings[] = {
       {"time", &shape.time}, {"partition", &shape.partition}, {"account", &shape.account}};
   std::vector<std::string_view> names;
-  for (const IntKey& k : ints) names.push_back(k.name);
-  for (const StringKey& k : strings) names.push_back(k.name);
+  for (const IntKey& k : ints)
+    names.push_back(k.name);
+  for (const StringKey& k : strings)
+    names.push_back(k.name);
   names.push_back("options");
 
   for (const auto& [key, node] : in_file_order(table)) {
@@ -188,9 +197,9 @@ void TableParser::parse_slurm(const toml::table& table, SlurmShape& shape) {
       known = true;
       const std::optional<int64_t> v = node->value_exact<int64_t>();
       if (!v || *v < k.min || *v > 65536)
-        report(node->source(), "sweep.slurm", name + ": expected an integer in " +
-                                   std::to_string(k.min) + "..65536, got " +
-                                   toml_describe(*node));
+        report(node->source(), "sweep.slurm",
+               name + ": expected an integer in " + std::to_string(k.min) + "..65536, got " +
+                   toml_describe(*node));
       else
         *k.value = static_cast<int>(*v);
     }
@@ -201,8 +210,7 @@ void TableParser::parse_slurm(const toml::table& table, SlurmShape& shape) {
       // These go into "#SBATCH --time=..." lines: one line, no spaces.
       if (!v || v->empty() || v->find_first_of(" \t\r\n") != std::string::npos)
         report(node->source(), "sweep.slurm",
-               name + ": expected a non-empty string without spaces, got " +
-                                   toml_describe(*node));
+               name + ": expected a non-empty string without spaces, got " + toml_describe(*node));
       else
         *k.value = *v;
     }
@@ -227,10 +235,10 @@ void TableParser::parse_slurm(const toml::table& table, SlurmShape& shape) {
     }
     if (!known) {
       std::optional<std::string> near = nearest_word(name, names);
-      report(key->source(), "sweep.slurm", name + ": unknown key" +
-                                (near ? " (did you mean " + toml_quote(*near) + "?)" : "") +
-                                "; [sweep.slurm] takes nodes, tasks_per_node, gpus_per_task, "
-                                "cpus_per_task, time, partition, account, options");
+      report(key->source(), "sweep.slurm",
+             name + ": unknown key" + (near ? " (did you mean " + toml_quote(*near) + "?)" : "") +
+                 "; [sweep.slurm] takes nodes, tasks_per_node, gpus_per_task, "
+                 "cpus_per_task, time, partition, account, options");
     }
   }
 }
@@ -307,8 +315,8 @@ SweepKey parse_argument(const std::string& option, const std::string& text) {
     std::unique_ptr<toml::table> holder = parse_override_value(item);
     const toml::node& node = *holder->get("value");
     if (std::optional<std::string> complaint = check_value(*spec, node)) {
-      problems += (problems.empty() ? "" : "\n") + place + ": " + name + " = " + item + ": " +
-                  *complaint;
+      problems +=
+          (problems.empty() ? "" : "\n") + place + ": " + name + " = " + item + ": " + *complaint;
       continue;
     }
     key.values.push_back({toml_render(node), place});
@@ -357,9 +365,8 @@ SweepSpec parse_sweep_table(std::string_view toml_text, std::string_view source_
   if (const toml::table* table = sweep->as_table())
     parser.parse(*table, spec);
   else
-    throw UsageError(std::string(source_name) + ":" +
-                     std::to_string(sweep->source().begin.line) + ":" +
-                     std::to_string(sweep->source().begin.column) +
+    throw UsageError(std::string(source_name) + ":" + std::to_string(sweep->source().begin.line) +
+                     ":" + std::to_string(sweep->source().begin.column) +
                      ": sweep: expected a table [sweep], got " + toml_describe(*sweep));
   parser.throw_problems();
   return spec;
@@ -372,7 +379,8 @@ void add_sweep_arguments(SweepSpec& spec, const std::vector<std::string>& grid,
     SweepKey key = parse_argument("grid", text);
     for (const SweepKey& earlier : grid_keys)
       if (earlier.name == key.name)
-        throw UsageError(key.where + ": " + key.name + ": given twice (also " + earlier.where + ")");
+        throw UsageError(key.where + ": " + key.name + ": given twice (also " + earlier.where +
+                         ")");
     grid_keys.push_back(std::move(key));
   }
   for (const std::string& text : zip) {
@@ -383,21 +391,22 @@ void add_sweep_arguments(SweepSpec& spec, const std::vector<std::string>& grid,
                          ": vary a key in one place");
     for (const SweepKey& earlier : zip_keys)
       if (earlier.name == key.name)
-        throw UsageError(key.where + ": " + key.name + ": given twice (also " + earlier.where + ")");
+        throw UsageError(key.where + ": " + key.name + ": given twice (also " + earlier.where +
+                         ")");
     zip_keys.push_back(std::move(key));
   }
   // The command line's zip group replaces the file's whole group: zipped
   // lists only make sense together.
   if (!zip_keys.empty()) {
     spec.zip.clear();
-    for (const SweepKey& key : zip_keys) remove_key(spec.grid, key.name);
+    for (const SweepKey& key : zip_keys)
+      remove_key(spec.grid, key.name);
     spec.zip = std::move(zip_keys);
     for (const SweepKey& key : spec.zip)
       if (key.values.size() != spec.zip.front().values.size())
-        throw UsageError(key.where + ": " + key.name + " has " +
-                         std::to_string(key.values.size()) + " values, but " +
-                         spec.zip.front().name + " (" + spec.zip.front().where + ") has " +
-                         std::to_string(spec.zip.front().values.size()) +
+        throw UsageError(key.where + ": " + key.name + " has " + std::to_string(key.values.size()) +
+                         " values, but " + spec.zip.front().name + " (" + spec.zip.front().where +
+                         ") has " + std::to_string(spec.zip.front().values.size()) +
                          ": zipped lists are varied together and must be equally long");
   }
   for (SweepKey& key : grid_keys) {
@@ -412,7 +421,8 @@ void add_sweep_arguments(SweepSpec& spec, const std::vector<std::string>& grid,
 
 std::vector<std::string> SweepTask::overrides() const {
   std::vector<std::string> out;
-  for (size_t i = 0; i < keys.size(); ++i) out.push_back(keys[i] + "=" + values[i].text);
+  for (size_t i = 0; i < keys.size(); ++i)
+    out.push_back(keys[i] + "=" + values[i].text);
   return out;
 }
 

@@ -83,8 +83,8 @@ void add_sweep_arguments(SweepSpec& spec, const std::vector<std::string>& grid,
 // One task: its number and its value of each varied key, in axis order.
 struct SweepTask {
   int index = 0;
-  std::vector<std::string> keys;    // the varied keys, grid then zip
-  std::vector<SweepValue> values;   // one per key
+  std::vector<std::string> keys;   // the varied keys, grid then zip
+  std::vector<SweepValue> values;  // one per key
 
   // "zero.stage=3", ...: what the loader applies after the file.
   std::vector<std::string> overrides() const;

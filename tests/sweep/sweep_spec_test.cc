@@ -27,7 +27,8 @@ std::string error_of(const std::function<void()>& f) {
 // "zero.stage=2 lora.rank=8" for each task.
 std::vector<std::string> described(const std::vector<SweepTask>& tasks) {
   std::vector<std::string> out;
-  for (const SweepTask& t : tasks) out.push_back(t.describe());
+  for (const SweepTask& t : tasks)
+    out.push_back(t.describe());
   return out;
 }
 
@@ -40,8 +41,7 @@ TEST(SweepSpec, GridIsTheProductFirstKeySlowest) {
   EXPECT_EQ(described(expand_sweep(spec)),
             (std::vector<std::string>{"zero.stage=2 lora.rank=8", "zero.stage=2 lora.rank=16",
                                       "zero.stage=2 lora.rank=64", "zero.stage=3 lora.rank=8",
-                                      "zero.stage=3 lora.rank=16",
-                                      "zero.stage=3 lora.rank=64"}));
+                                      "zero.stage=3 lora.rank=16", "zero.stage=3 lora.rank=64"}));
 }
 
 TEST(SweepSpec, KeysKeepFileOrderNotAlphabetical) {
@@ -72,9 +72,8 @@ TEST(SweepSpec, ZipVariesTogetherTimesTheGrid) {
   EXPECT_EQ(tasks[0].describe(), "zero.stage=0 optimizer.lr=0.001 schedule.warmup_steps=1");
   EXPECT_EQ(tasks[2].describe(), "zero.stage=0 optimizer.lr=0.0001 schedule.warmup_steps=3");
   EXPECT_EQ(tasks[4].describe(), "zero.stage=1 optimizer.lr=0.0003 schedule.warmup_steps=2");
-  EXPECT_EQ(tasks[4].overrides(),
-            (std::vector<std::string>{"zero.stage=1", "optimizer.lr=0.0003",
-                                      "schedule.warmup_steps=2"}));
+  EXPECT_EQ(tasks[4].overrides(), (std::vector<std::string>{"zero.stage=1", "optimizer.lr=0.0003",
+                                                            "schedule.warmup_steps=2"}));
 }
 
 TEST(SweepSpec, UnknownKeyIsNamedAtItsPosition) {
@@ -91,11 +90,13 @@ TEST(SweepSpec, BadValueIsNamedAtItsPosition) {
       error_of([] { parse_sweep_table("[sweep]\n\"zero.stage\" = [2, 7]\n", "exp.toml"); });
   EXPECT_EQ(error.rfind("exp.toml:2:20: sweep: zero.stage = 7: expected an integer in 0..3", 0), 0u)
       << error;
-  EXPECT_NE(error_of([] { parse_sweep_table("[sweep]\n\"zero.stage\" = 2\n", "e.toml"); })
-                .find("e.toml:2:16: sweep: zero.stage: expected a non-empty list"),
+  EXPECT_NE(error_of([] {
+              parse_sweep_table("[sweep]\n\"zero.stage\" = 2\n", "e.toml");
+            }).find("e.toml:2:16: sweep: zero.stage: expected a non-empty list"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse_sweep_table("[sweep]\n\"run.name\" = [\"a\", \"b\"]\n", "e.toml"); })
-                .find("e.toml:2:1: sweep: run.name: set by the sweep"),
+  EXPECT_NE(error_of([] {
+              parse_sweep_table("[sweep]\n\"run.name\" = [\"a\", \"b\"]\n", "e.toml");
+            }).find("e.toml:2:1: sweep: run.name: set by the sweep"),
             std::string::npos);
 }
 
@@ -117,17 +118,20 @@ TEST(SweepSpec, SlurmShapeIsChecked) {
   EXPECT_EQ(spec.slurm.ranks(), 8);
   EXPECT_EQ(spec.slurm.time, "01:00:00");
   EXPECT_EQ(spec.slurm.options, std::vector<std::string>{"--qos=high"});
-  EXPECT_NE(error_of([] { parse_sweep_table("[sweep.slurm]\nnode = 2\n", "e.toml"); })
-                .find("e.toml:2:1: sweep.slurm: node: unknown key (did you mean \"nodes\"?)"),
+  EXPECT_NE(error_of([] {
+              parse_sweep_table("[sweep.slurm]\nnode = 2\n", "e.toml");
+            }).find("e.toml:2:1: sweep.slurm: node: unknown key (did you mean \"nodes\"?)"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse_sweep_table("[sweep.slurm]\nnodes = 0\n", "e.toml"); })
-                .find("e.toml:2:9: sweep.slurm: nodes: expected an integer in 1..65536"),
+  EXPECT_NE(error_of([] {
+              parse_sweep_table("[sweep.slurm]\nnodes = 0\n", "e.toml");
+            }).find("e.toml:2:9: sweep.slurm: nodes: expected an integer in 1..65536"),
             std::string::npos);
 }
 
 TEST(SweepArguments, GridAndZipFromTheCommandLine) {
   SweepSpec spec = parse_sweep_table("[sweep]\n\"zero.stage\" = [0, 1, 2]\n", "e.toml");
-  add_sweep_arguments(spec, {"zero.stage=2,3", "lora.targets=[\"q_proj\", \"v_proj\"],[\"o_proj\"]"},
+  add_sweep_arguments(spec,
+                      {"zero.stage=2,3", "lora.targets=[\"q_proj\", \"v_proj\"],[\"o_proj\"]"},
                       {"optimizer.lr=1e-3, 3e-4", "schedule.warmup_steps=1,2"});
   ASSERT_EQ(spec.grid.size(), 2u);
   // The command line's list replaces the file's.
@@ -146,27 +150,29 @@ TEST(SweepArguments, ErrorsNameTheArgument) {
   SweepSpec spec;
   EXPECT_EQ(error_of([&] { add_sweep_arguments(spec, {"zero.stag=1,2"}, {}); }),
             "--grid zero.stag=1,2: zero.stag: unknown key (did you mean \"zero.stage\"?)");
-  EXPECT_EQ(error_of([&] { add_sweep_arguments(spec, {"zero.stage=1,9"}, {}) ; })
-                .rfind("--grid zero.stage=1,9: zero.stage = 9: expected an integer in 0..3", 0),
+  EXPECT_EQ(error_of([&] {
+              add_sweep_arguments(spec, {"zero.stage=1,9"}, {});
+            }).rfind("--grid zero.stage=1,9: zero.stage = 9: expected an integer in 0..3", 0),
             0u);
-  EXPECT_NE(error_of([&] { add_sweep_arguments(spec, {"zero.stage"}, {}); })
-                .find("expected section.key=value,value"),
+  EXPECT_NE(error_of([&] {
+              add_sweep_arguments(spec, {"zero.stage"}, {});
+            }).find("expected section.key=value,value"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { add_sweep_arguments(spec, {"zero.stage=1,,2"}, {}); })
-                .find("an empty value"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { add_sweep_arguments(spec, {"zero.stage=1,,2"}, {}); }).find("an empty value"),
+      std::string::npos);
   EXPECT_NE(error_of([&] {
               add_sweep_arguments(spec, {}, {"optimizer.lr=1e-3,3e-4", "zero.stage=0"});
             }).find("--zip zero.stage=0: zero.stage has 1 values, but optimizer.lr"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { add_sweep_arguments(spec, {"zero.stage=0"}, {"zero.stage=1"}); })
-                .find("vary a key in one place"),
+  EXPECT_NE(error_of([&] {
+              add_sweep_arguments(spec, {"zero.stage=0"}, {"zero.stage=1"});
+            }).find("vary a key in one place"),
             std::string::npos);
 }
 
 TEST(SweepResolve, EveryTaskIsLoadedWithItsOwnName) {
-  const std::string text =
-      "[run]\nname = \"base\"\nsteps = 20\n[sweep]\n\"zero.stage\" = [0, 1]\n";
+  const std::string text = "[run]\nname = \"base\"\nsteps = 20\n[sweep]\n\"zero.stage\" = [0, 1]\n";
   const SweepSpec spec = parse_sweep_table(text, "e.toml");
   const std::vector<ResolvedTask> tasks =
       resolve_sweep_tasks(text, "e.toml", {"run.steps=30"}, expand_sweep(spec), "/s/runs", {});
@@ -184,9 +190,8 @@ TEST(SweepResolve, ARuleBetweenKeysNamesTheTask) {
   // Warm-up longer than the run: only the task that sets it fails.
   const std::string text = "[run]\nsteps = 10\n[sweep]\n\"schedule.warmup_steps\" = [1, 50]\n";
   const SweepSpec spec = parse_sweep_table(text, "e.toml");
-  const std::string error = error_of([&] {
-    resolve_sweep_tasks(text, "e.toml", {}, expand_sweep(spec), "/s/runs", {});
-  });
+  const std::string error =
+      error_of([&] { resolve_sweep_tasks(text, "e.toml", {}, expand_sweep(spec), "/s/runs", {}); });
   EXPECT_EQ(error.rfind("task 001 (schedule.warmup_steps=50): ", 0), 0u) << error;
   EXPECT_EQ(error.find("task 000"), std::string::npos) << error;
 }
@@ -198,8 +203,9 @@ TEST(SweepTable, TrainAndPlanRefuseItTheSweepSkipsIt) {
       << error;
   EXPECT_EQ(load_config_string(text, "e.toml", {}, SweepTable::kSkip).run.steps, 20);
   // A typo of the table is a typo, with the suggestion.
-  EXPECT_NE(error_of([] { load_config_string("[swep]\n", "e.toml"); })
-                .find("unknown section (did you mean \"sweep\"?)"),
+  EXPECT_NE(error_of([] {
+              load_config_string("[swep]\n", "e.toml");
+            }).find("unknown section (did you mean \"sweep\"?)"),
             std::string::npos);
 }
 
