@@ -103,9 +103,10 @@ std::map<int, SlurmTaskState> query_slurm(const std::string& job_id, std::string
     if (!states.empty()) source = "sacct";
   }
   if (run_capture("squeue -h -r -j " + shell_quote(job_id) + " -o '%i|%T'", text)) {
-    for (const auto& [index, state] : parse_slurm_states(text, job_id))
+    const std::map<int, SlurmTaskState> queued = parse_slurm_states(text, job_id);
+    for (const auto& [index, state] : queued)
       states[index] = state;
-    if (source.empty()) source = "squeue";
+    if (source.empty() && !queued.empty()) source = "squeue";
   }
   return states;
 }
@@ -326,7 +327,8 @@ int sweep_status(const std::string& dir) {
       manifest.job_id.empty()
           ? "not submitted"
           : ("job " + manifest.job_id + " (--array=" + manifest.array + "), Slurm states from " +
-             (source.empty() ? "nowhere (no sacct/squeue answer)" : source))
+             (source.empty() ? "nowhere (not queued; sacct keeps no record without accounting)"
+                             : source))
                 .c_str());
   std::string summary;
   for (const auto& [outcome, n] : counts)
