@@ -14,5 +14,6 @@ int report_command(const std::vector<std::string>& args);
 int data_command(const std::vector<std::string>& args);
 int export_command(const std::vector<std::string>& args);
 int fit_command(const std::vector<std::string>& args);
+int sweep_command(const std::vector<std::string>& args);
 
 }  // namespace headroom

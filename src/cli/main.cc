@@ -27,6 +27,9 @@ commands:
   data <tool> ...    dataset tools
   export [exp.toml] --adapter DIR --merge --out DIR
                      fold a LoRA run's adapters into its base: a Hugging Face folder
+  sweep exp.toml [--grid key=a,b ...] [--out DIR] [--submit]
+                     write and plan every task of a sweep, then the Slurm job
+                     array of those that fit; sweep status | collect DIR
 
 `headroom <command> --help` describes each command's options.
 
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
     if (command == "data") return headroom::data_command(args);
     if (command == "export") return headroom::export_command(args);
     if (command == "fit") return headroom::fit_command(args);
+    if (command == "sweep") return headroom::sweep_command(args);
     std::fprintf(stderr, "headroom: unknown command \"%s\"\n\n%s", command.c_str(), kUsage);
     return static_cast<int>(headroom::ExitCode::kUsage);
   } catch (const headroom::OutOfMemory& oom) {

@@ -288,6 +288,12 @@ constexpr std::string_view name_of(E value) {
   return EnumNames<E>::kNames[static_cast<size_t>(value)];
 }
 
+// What the loader does with a [sweep] table (the keys a sweep varies,
+// sweep/sweep_spec.h): `train` and `plan` refuse a file holding one with a
+// UsageError at the table's position (it is not one run), `headroom sweep`
+// loads the base experiment with the table skipped.
+enum class SweepTable : uint8_t { kRefuse, kSkip };
+
 // Reads the TOML file at `path`, applies `overrides` ("section.key=value", in
 // order, after the file), checks every value and every rule between keys, and
 // returns the resolved config. Throws UsageError naming the file (or the
@@ -295,12 +301,18 @@ constexpr std::string_view name_of(E value) {
 // cannot be read gives "<path>: cannot open config file: <strerror>", and
 // only a regular file of at most 16 MiB is read (util/read_file.h).
 ExperimentConfig load_config_file(const std::string& path,
-                                  const std::vector<std::string>& overrides = {});
+                                  const std::vector<std::string>& overrides = {},
+                                  SweepTable sweep_table = SweepTable::kRefuse);
 
 // As load_config_file, for TOML text already in memory; `source_name` stands
 // for the file in error messages (e.g. "experiments/x.toml", "<trace>").
 ExperimentConfig load_config_string(std::string_view toml_text, std::string_view source_name,
-                                    const std::vector<std::string>& overrides = {});
+                                    const std::vector<std::string>& overrides = {},
+                                    SweepTable sweep_table = SweepTable::kRefuse);
+
+// The text of the config file at `path`, read as load_config_file reads it
+// (a regular file of at most 16 MiB), for a caller that parses it twice.
+std::string read_config_text(const std::string& path);
 
 // Every section and every key, in schema order, as TOML that loads back to an
 // equal config: load_config_string(to_toml(c), ...) == c for any valid c. This

@@ -39,7 +39,9 @@ struct Origin {
 
 class Loader {
  public:
-  explicit Loader(std::string_view source_name) : source_(source_name) {}
+  // `sweep_table`: what a [sweep] table in the file means (config.h).
+  Loader(std::string_view source_name, SweepTable sweep_table)
+      : source_(source_name), sweep_table_(sweep_table) {}
 
   void apply_file(std::string_view toml_text);
   void apply_overrides(const std::vector<std::string>& overrides);
@@ -70,6 +72,7 @@ class Loader {
   void throw_problems(bool sort_by_position);
 
   std::string source_;
+  SweepTable sweep_table_;
   ExperimentConfig config_;
   static constexpr uint64_t kOverrideOrder = uint64_t{1} << 63;
   std::map<std::string, Origin> origins_;
@@ -77,9 +80,9 @@ class Loader {
   std::vector<Problem> problems_;
 };
 
-// " (did you mean "x"?)" for a plausible typo of a key, or "". A key written
-// in the wrong section ("run.lr") is matched by its leaf before spelling.
-std::string suggest_key(std::string_view name) {
+}  // namespace
+
+std::string suggest_config_key(std::string_view name) {
   const size_t dot = name.find('.');
   const std::string_view leaf = dot == std::string_view::npos ? name : name.substr(dot + 1);
   std::vector<std::string_view> same_leaf;
@@ -97,8 +100,15 @@ std::string suggest_key(std::string_view name) {
   return near ? " (did you mean " + toml_quote(*near) + "?)" : "";
 }
 
+namespace {
+
+std::string suggest_key(std::string_view name) {
+  return suggest_config_key(name);
+}
+
 std::string suggest_section(std::string_view name) {
   std::vector<std::string_view> sections(config_sections().begin(), config_sections().end());
+  sections.push_back(kSweepSection);
   std::optional<std::string> near = nearest_word(name, sections);
   return near ? " (did you mean " + toml_quote(*near) + "?)" : "";
 }
@@ -118,6 +128,15 @@ void Loader::apply_file(std::string_view toml_text) {
   }
   for (auto&& [key, node] : root) {
     const std::string section(key.str());
+    if (section == kSweepSection) {
+      // The sweep layer reads it (sweep/sweep_spec.h); train and plan refuse
+      // it, since a file that varies keys is not one run.
+      if (sweep_table_ == SweepTable::kRefuse)
+        report(node.source(),
+               "[sweep]: this file describes a sweep, not one run: run `headroom sweep " + source_ +
+                   "`, or train one of the task configs it writes (<out>/tasks/NNN.toml)");
+      continue;
+    }
     if (!is_section(section)) {
       if (node.is_table())
         report(node.source(), section + ": unknown section" + suggest_section(section));
@@ -159,9 +178,8 @@ std::string trim(std::string_view text) {
   return std::string(text.substr(first, last - first + 1));
 }
 
-// The value of "--set key=value" as a TOML value; text that is not one (a bare
-// word, a path) is taken as a string, so `--set run.backend=meta` works
-// without shell-quoted TOML quotes.
+}  // namespace
+
 std::unique_ptr<toml::table> parse_override_value(const std::string& value_text) {
   auto holder = std::make_unique<toml::table>();
   try {
@@ -176,6 +194,8 @@ std::unique_ptr<toml::table> parse_override_value(const std::string& value_text)
   holder->insert("value", value_text);
   return holder;
 }
+
+namespace {
 
 void Loader::apply_overrides(const std::vector<std::string>& overrides) {
   for (const std::string& text : overrides) {
@@ -247,8 +267,9 @@ void Loader::throw_problems(bool sort_by_position) {
 }  // namespace
 
 ExperimentConfig load_config_string(std::string_view toml_text, std::string_view source_name,
-                                    const std::vector<std::string>& overrides) {
-  Loader loader(source_name);
+                                    const std::vector<std::string>& overrides,
+                                    SweepTable sweep_table) {
+  Loader loader(source_name, sweep_table);
   loader.apply_file(toml_text);
   loader.apply_overrides(overrides);
   loader.resolve_defaults();
@@ -265,9 +286,13 @@ constexpr uint64_t kMaxConfigBytes = 16 * kMiB;
 }  // namespace
 
 ExperimentConfig load_config_file(const std::string& path,
-                                  const std::vector<std::string>& overrides) {
-  return load_config_string(read_regular_file(path, kMaxConfigBytes, "config file"), path,
-                            overrides);
+                                  const std::vector<std::string>& overrides,
+                                  SweepTable sweep_table) {
+  return load_config_string(read_config_text(path), path, overrides, sweep_table);
+}
+
+std::string read_config_text(const std::string& path) {
+  return read_regular_file(path, kMaxConfigBytes, "config file");
 }
 
 }  // namespace headroom

@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,5 +54,18 @@ struct ConfigRule {
 };
 
 const std::vector<ConfigRule>& config_rules();
+
+// The table that lists a sweep's varied keys (sweep/sweep_spec.h); the loader
+// knows its name so that it is neither an unknown section nor a typo target.
+inline constexpr std::string_view kSweepSection = "sweep";
+
+// " (did you mean "x"?)" for a plausible typo of a key, or "". A key written
+// in the wrong section ("run.lr") is matched by its leaf before spelling.
+std::string suggest_config_key(std::string_view name);
+
+// The value of "--set key=value" as a TOML value under the key "value"; text
+// that is not one (a bare word, a path) is taken as a string, so
+// `--set run.backend=meta` works without shell-quoted TOML quotes.
+std::unique_ptr<toml::table> parse_override_value(const std::string& value_text);
 
 }  // namespace headroom
