@@ -54,8 +54,8 @@ std::string signed_bytes(uint64_t a, uint64_t b) {
 std::string row(const std::string& label, const std::string& a, const std::string& b,
                 const std::string& delta) {
   char text[512];
-  std::snprintf(text, sizeof text, "  %-26s %-22s %-22s %s\n", label.c_str(), a.c_str(),
-                b.c_str(), delta.c_str());
+  std::snprintf(text, sizeof text, "  %-26s %-22s %-22s %s\n", label.c_str(), a.c_str(), b.c_str(),
+                delta.c_str());
   return text;
 }
 
@@ -67,9 +67,8 @@ std::string describe(const MemoryEvent& e, const std::vector<std::string>& tags)
   static const char* kActions[] = {"alloc", "free", "segment_alloc", "segment_free", "oom"};
   std::string tag = e.tag_id < tags.size() ? tags[e.tag_id] : "?";
   return std::string(kActions[static_cast<int>(e.action)]) + " " + format_bytes_exact(e.bytes) +
-         " " + std::string(name_of(e.category)) + " " + tag + " (" +
-         std::string(name_of(e.phase)) + ", layer " + std::to_string(e.layer) + ", step " +
-         std::to_string(e.step) + ")";
+         " " + std::string(name_of(e.category)) + " " + tag + " (" + std::string(name_of(e.phase)) +
+         ", layer " + std::to_string(e.layer) + ", step " + std::to_string(e.step) + ")";
 }
 
 // Where the two event streams first differ in anything but address and time.
@@ -87,8 +86,8 @@ std::string first_difference(const TraceReport& a, const TraceReport& b) {
       const std::string ty = y.tag_id < tb.size() ? tb[y.tag_id] : "";
       if (x.action != y.action || x.bytes != y.bytes || x.category != y.category || tx != ty ||
           x.phase != y.phase || x.layer != y.layer || x.step != y.step)
-        return "  first difference at event " + std::to_string(start + i) + ":\n    A: " +
-               describe(x, ta) + "\n    B: " + describe(y, tb) + "\n";
+        return "  first difference at event " + std::to_string(start + i) +
+               ":\n    A: " + describe(x, ta) + "\n    B: " + describe(y, tb) + "\n";
     }
   }
   if (a.num_events == b.num_events)
@@ -104,12 +103,12 @@ std::string compare_traces(const TraceReport& a, const TraceReport& b) {
   out += row("", "A", "B", "B - A");
   out += row("trace", a.path.substr(a.path.find_last_of('/') + 1),
              b.path.substr(b.path.find_last_of('/') + 1), "");
-  out += row("steps", std::to_string(a.steps.size()), std::to_string(b.steps.size()),
-             std::to_string(static_cast<int64_t>(b.steps.size()) -
-                            static_cast<int64_t>(a.steps.size())));
-  out += row("events", std::to_string(a.num_events), std::to_string(b.num_events),
-             std::to_string(static_cast<int64_t>(b.num_events) -
-                            static_cast<int64_t>(a.num_events)));
+  out += row(
+      "steps", std::to_string(a.steps.size()), std::to_string(b.steps.size()),
+      std::to_string(static_cast<int64_t>(b.steps.size()) - static_cast<int64_t>(a.steps.size())));
+  out +=
+      row("events", std::to_string(a.num_events), std::to_string(b.num_events),
+          std::to_string(static_cast<int64_t>(b.num_events) - static_cast<int64_t>(a.num_events)));
   out += bytes_row("peak allocated", a.replay.peak_allocated, b.replay.peak_allocated);
   out += bytes_row("peak reserved", a.replay.peak_reserved, b.replay.peak_reserved);
   out += "  per category (peak)\n";
@@ -126,8 +125,7 @@ std::string compare_traces(const TraceReport& a, const TraceReport& b) {
     if (pa[i] == 0 && pb[i] == 0) continue;
     out += bytes_row("  " + std::string(name_of(p)), pa[i], pb[i]);
   }
-  if (a.oom || b.oom)
-    out += row("OOM", a.oom ? a.oom->tag : "-", b.oom ? b.oom->tag : "-", "");
+  if (a.oom || b.oom) out += row("OOM", a.oom ? a.oom->tag : "-", b.oom ? b.oom->tag : "-", "");
   if (a.num_events > 0 && b.num_events > 0) out += first_difference(a, b);
   return out;
 }

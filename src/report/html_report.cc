@@ -130,8 +130,8 @@ std::string memory_chart(const TraceReport& r, uint64_t seq0, uint64_t seq1,
   };
   auto Y = [&](double bytes) { return kTop + kH - bytes / static_cast<double>(top) * kH; };
 
-  std::string s = "<svg class=\"chart memory\" id=\"" + id + "\" width=\"" + num(kLeft + kW + 10, 0) +
-                  "\" height=\"" + num(kTop + kH + kStrip + 40, 0) +
+  std::string s = "<svg class=\"chart memory\" id=\"" + id + "\" width=\"" +
+                  num(kLeft + kW + 10, 0) + "\" height=\"" + num(kTop + kH + kStrip + 40, 0) +
                   "\" data-seq0=\"" + std::to_string(seq0) + "\" data-seq1=\"" +
                   std::to_string(seq1) + "\">\n";
   // Axis: 5 gridlines.
@@ -177,10 +177,10 @@ std::string memory_chart(const TraceReport& r, uint64_t seq0, uint64_t seq1,
          esc(format_bytes_exact(r.replay.peak_reserved)) + "</title></path>\n";
   }
   if (show_cap)
-    s += "<line class=\"capacity\" x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft + kW) +
-         "\" y1=\"" + num(Y(static_cast<double>(cap))) + "\" y2=\"" +
-         num(Y(static_cast<double>(cap))) + "\"/><text class=\"note\" x=\"" + num(kLeft + kW - 4) +
-         "\" y=\"" + num(Y(static_cast<double>(cap)) - 4) + "\" text-anchor=\"end\">capacity " +
+    s += "<line class=\"capacity\" x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft + kW) + "\" y1=\"" +
+         num(Y(static_cast<double>(cap))) + "\" y2=\"" + num(Y(static_cast<double>(cap))) +
+         "\"/><text class=\"note\" x=\"" + num(kLeft + kW - 4) + "\" y=\"" +
+         num(Y(static_cast<double>(cap)) - 4) + "\" text-anchor=\"end\">capacity " +
          esc(format_bytes(cap)) + "</text>\n";
   // Step boundaries (at most ~200 drawn) and the phase strip.
   std::vector<const PhaseSpan*> starts;
@@ -211,8 +211,7 @@ std::string memory_chart(const TraceReport& r, uint64_t seq0, uint64_t seq1,
     s += "<circle class=\"peak\" cx=\"" + num(x) + "\" cy=\"" + num(y) +
          "\" r=\"4\"/><text class=\"note\" x=\"" + num(std::min(x + 6, kLeft + kW - 200)) +
          "\" y=\"" + num(std::max(y - 6, kTop + 10)) + "\">peak " +
-         esc(format_bytes(r.replay.peak_allocated)) + " (" + step_label(r.peak_step) +
-         ")</text>\n";
+         esc(format_bytes(r.replay.peak_allocated)) + " (" + step_label(r.peak_step) + ")</text>\n";
   }
   if (r.oom) {
     uint64_t seq = r.oom_seq ? *r.oom_seq : (seq1 > 0 ? seq1 - 1 : 0);
@@ -227,8 +226,8 @@ std::string memory_chart(const TraceReport& r, uint64_t seq0, uint64_t seq1,
   s += "<text class=\"axis\" x=\"" + num(kLeft) + "\" y=\"" + num(kTop + kH + kStrip + 26) +
        "\">allocator events " + std::to_string(seq0) + " to " + std::to_string(seq1) +
        " (x: event order; strip: phase)</text>\n";
-  s += "<line class=\"cursor\" x1=\"0\" x2=\"0\" y1=\"" + num(kTop) + "\" y2=\"" +
-       num(kTop + kH) + "\" visibility=\"hidden\"/>\n";
+  s += "<line class=\"cursor\" x1=\"0\" x2=\"0\" y1=\"" + num(kTop) + "\" y2=\"" + num(kTop + kH) +
+       "\" visibility=\"hidden\"/>\n";
   s += "</svg>\n";
   return s;
 }
@@ -310,9 +309,10 @@ std::vector<std::string> tag_levels(const std::string& tag) {
   size_t start = 0;
   while (start <= tag.size()) {
     size_t dot = tag.find('.', start);
-    std::string part = tag.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    const bool numeric =
-        !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    std::string part =
+        tag.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(),
+                                                      [](char c) { return c >= '0' && c <= '9'; });
     if (numeric && !parts.empty())
       parts.back() += "." + part;
     else
@@ -391,10 +391,11 @@ std::string blocks_table(const std::vector<Group>& groups, uint64_t peak) {
                    [&](size_t a, size_t b) { return groups[a].bytes > groups[b].bytes; });
   for (size_t i : order) {
     const Group& g = groups[i];
-    s += "<tr data-depth=\"" + std::to_string(g.depth) + "\"><td style=\"padding-left:" +
-         std::to_string(4 + 12 * g.depth) + "px\">" + esc(g.name) + "</td><td data-v=\"" +
-         std::to_string(g.depth) + "\">" + std::to_string(g.depth) + "</td><td data-v=\"" +
-         std::to_string(g.bytes) + "\">" + esc(format_bytes(g.bytes)) + "</td><td data-v=\"" +
+    s += "<tr data-depth=\"" + std::to_string(g.depth) +
+         "\"><td style=\"padding-left:" + std::to_string(4 + 12 * g.depth) + "px\">" + esc(g.name) +
+         "</td><td data-v=\"" + std::to_string(g.depth) + "\">" + std::to_string(g.depth) +
+         "</td><td data-v=\"" + std::to_string(g.bytes) + "\">" + esc(format_bytes(g.bytes)) +
+         "</td><td data-v=\"" +
          num(peak ? 100.0 * static_cast<double>(g.bytes) / static_cast<double>(peak) : 0, 2) +
          "\">" +
          num(peak ? 100.0 * static_cast<double>(g.bytes) / static_cast<double>(peak) : 0, 1) +
@@ -458,7 +459,8 @@ std::string phase_peaks_table(const RunReport& run) {
       if (peak_by_phase(t)[static_cast<int>(p)] > 0 &&
           std::find(phases.begin(), phases.end(), p) == phases.end())
         phases.push_back(p);
-  std::map<int64_t, std::map<std::pair<int, int>, uint64_t>> rows;  // step -> (phase, trace) -> bytes
+  std::map<int64_t, std::map<std::pair<int, int>, uint64_t>>
+      rows;  // step -> (phase, trace) -> bytes
   for (size_t t = 0; t < run.traces.size(); ++t)
     for (const PhasePeakRecord& p : run.traces[t].phase_peaks)
       rows[p.step][{static_cast<int>(p.phase), static_cast<int>(t)}] = p.peak_allocated;
@@ -545,15 +547,14 @@ std::string trace_section(const TraceReport& r, size_t index) {
                   std::to_string(r.replay.peak_allocated) + "\">\n";
   s += "<h2>" + esc(r.is_plan() ? "plan" : "run") + " " + esc(h.run_name) + ", rank " +
        std::to_string(h.rank) + " of " + std::to_string(h.world_size) + "</h2>\n";
-  s += "<p class=\"meta\">" + esc(r.path) + " &middot; schema " +
-       std::to_string(h.schema_version) + " &middot; headroom " + esc(h.headroom_version) +
-       " &middot; " + esc(h.backend) + " on " + esc(h.device) + " &middot; started " +
-       esc(h.started_at) + "</p>\n";
+  s += "<p class=\"meta\">" + esc(r.path) + " &middot; schema " + std::to_string(h.schema_version) +
+       " &middot; headroom " + esc(h.headroom_version) + " &middot; " + esc(h.backend) + " on " +
+       esc(h.device) + " &middot; started " + esc(h.started_at) + "</p>\n";
   s += "<div class=\"figures\">";
   s += "<div><b class=\"peak-value\" id=\"peak-" + id + "\" data-peak-bytes=\"" +
        std::to_string(r.replay.peak_allocated) + "\">" +
-       esc(format_bytes_exact(r.replay.peak_allocated)) +
-       "</b><span>peak allocated (" + step_label(r.peak_step) + ")</span></div>";
+       esc(format_bytes_exact(r.replay.peak_allocated)) + "</b><span>peak allocated (" +
+       step_label(r.peak_step) + ")</span></div>";
   s += "<div><b data-reserved-bytes=\"" + std::to_string(r.replay.peak_reserved) + "\">" +
        esc(format_bytes(r.replay.peak_reserved)) + "</b><span>peak reserved</span></div>";
   s += "<div><b>" +
@@ -619,8 +620,8 @@ std::string trace_section(const TraceReport& r, size_t index) {
     s += blocks_table(groups, r.replay.peak_allocated);
   }
   if (r.oom) s += oom_section(r);
-  s += "<details><summary>resolved config</summary><pre class=\"config\">" +
-       esc(h.config_toml) + "</pre></details>\n";
+  s += "<details><summary>resolved config</summary><pre class=\"config\">" + esc(h.config_toml) +
+       "</pre></details>\n";
   if (!h.outside_allocator.empty())
     s += "<details><summary>outside the allocator</summary><pre>" + esc(h.outside_allocator) +
          "</pre></details>\n";
@@ -719,10 +720,11 @@ std::string render_html(const RunReport& run) {
   for (const TraceReport& t : run.traces)
     peak = std::max(peak, t.replay.peak_allocated);
   const std::string name = run.traces.empty() ? run.source : run.traces[0].header.run_name;
-  std::string s = "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                  "<title>headroom report: " +
-                  esc(name) + "</title><style>" + kStyle + "</style></head>\n<body data-peak-bytes=\"" +
-                  std::to_string(peak) + "\">\n";
+  std::string s =
+      "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<title>headroom report: " +
+      esc(name) + "</title><style>" + kStyle + "</style></head>\n<body data-peak-bytes=\"" +
+      std::to_string(peak) + "\">\n";
   s += "<h1>headroom report: " + esc(name) + "</h1>\n<p class=\"meta\">" + esc(run.source) + ", " +
        std::to_string(run.traces.size()) + " trace" + (run.traces.size() == 1 ? "" : "s") +
        "; peak allocated <b id=\"peak\" data-peak-bytes=\"" + std::to_string(peak) + "\">" +

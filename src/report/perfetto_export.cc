@@ -135,11 +135,12 @@ std::string render_perfetto(const RunReport& run) {
   for (const TraceReport& r : run.traces) {
     const int pid = r.header.rank;
     const std::string kind = r.is_plan() ? "plan" : "run";
-    events.push_back({{"ph", "M"},
-                      {"name", "process_name"},
-                      {"pid", pid},
-                      {"args", {{"name", r.header.run_name + " " + kind + " rank " +
-                                             std::to_string(r.header.rank)}}}});
+    events.push_back(
+        {{"ph", "M"},
+         {"name", "process_name"},
+         {"pid", pid},
+         {"args",
+          {{"name", r.header.run_name + " " + kind + " rank " + std::to_string(r.header.rank)}}}});
     events.push_back({{"ph", "M"},
                       {"name", "thread_name"},
                       {"pid", pid},

@@ -26,10 +26,10 @@ json number(double value) {
 
 json steps_json(const std::vector<StepRecord>& steps) {
   json s = json::object();
-  for (const char* k : {"step", "loss", "grad_norm", "lr", "tokens", "padded_tokens",
-                        "micro_batches", "longest_sample", "peak_allocated", "peak_reserved",
-                        "step_seconds", "tokens_per_second", "skipped", "truncated_samples",
-                        "padding_fraction"})
+  for (const char* k :
+       {"step", "loss", "grad_norm", "lr", "tokens", "padded_tokens", "micro_batches",
+        "longest_sample", "peak_allocated", "peak_reserved", "step_seconds", "tokens_per_second",
+        "skipped", "truncated_samples", "padding_fraction"})
     s[k] = json::array();
   for (const StepRecord& r : steps) {
     s["step"].push_back(r.step);

@@ -148,9 +148,8 @@ void second_pass(const TraceReader& reader, const std::vector<std::string>& tags
         bucket->category_max[c] = std::max(bucket->category_max[c], now.live[c]);
       if (e.seq == r.peak_seq && r.replay.peak_allocated > 0) {
         for (const auto& [address, b] : live)
-          r.peak_blocks.push_back(PeakBlock{
-              b.bytes, b.tag_id < tags.size() ? tags[b.tag_id] : "", b.category, b.phase,
-              b.layer, b.step});
+          r.peak_blocks.push_back(PeakBlock{b.bytes, b.tag_id < tags.size() ? tags[b.tag_id] : "",
+                                            b.category, b.phase, b.layer, b.step});
       }
     }
   });
