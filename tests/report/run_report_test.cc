@@ -88,8 +88,8 @@ Stream known_stream() {
   return s;
 }
 
-std::string write_trace(const std::string& path, const std::vector<MemoryEvent>& events,
-                        int steps, const Postmortem* oom = nullptr,
+std::string write_trace(const std::string& path, const std::vector<MemoryEvent>& events, int steps,
+                        const Postmortem* oom = nullptr,
                         const std::string& config = "[run]\nname = \"t\"\n") {
   TraceHeader header = testing::sample_header();
   header.config_toml = config;
@@ -120,7 +120,8 @@ Postmortem sample_oom() {
   pm.source = "meta";
   pm.capacity_limited = true;
   pm.live_by_category[static_cast<int>(Category::kParam)] = 8 * kMiB;
-  pm.largest_live.push_back(LiveBlock{8 * kMiB, "param.embed", Category::kParam, Phase::kInit, -1, -1});
+  pm.largest_live.push_back(
+      LiveBlock{8 * kMiB, "param.embed", Category::kParam, Phase::kInit, -1, -1});
   return pm;
 }
 
@@ -383,8 +384,7 @@ TEST(RunReport, Comparison) {
   const std::string b = write_trace(dir.file("b.h5"), s.events, 2, nullptr,
                                     "[run]\nname = \"t\"\n[loss]\nchunk_size = 0\n");
   const std::string equal = render_comparison(build_run_report(a), build_run_report(same));
-  EXPECT_NE(equal.find("the event streams are the same (24010 events"), std::string::npos)
-      << equal;
+  EXPECT_NE(equal.find("the event streams are the same (24010 events"), std::string::npos) << equal;
   EXPECT_NE(equal.find("config differences (A | B):\n  none"), std::string::npos) << equal;
   const std::string diff = render_comparison(build_run_report(a), build_run_report(b));
   EXPECT_NE(diff.find("first difference at event 5:"), std::string::npos) << diff;
