@@ -33,7 +33,8 @@ bool have_chromium() {
 uint32_t be32(const std::string& s, size_t at) {
   return (uint32_t{static_cast<uint8_t>(s[at])} << 24) |
          (uint32_t{static_cast<uint8_t>(s[at + 1])} << 16) |
-         (uint32_t{static_cast<uint8_t>(s[at + 2])} << 8) | uint32_t{static_cast<uint8_t>(s[at + 3])};
+         (uint32_t{static_cast<uint8_t>(s[at + 2])} << 8) |
+         uint32_t{static_cast<uint8_t>(s[at + 3])};
 }
 
 // The share of pixels of an 8-bit RGB(A) PNG that are not the page's white,
@@ -144,7 +145,8 @@ class ReportBrowser : public testing::ScratchFolder {
     ASSERT_EQ(code, 0) << slurp(dir_ / "console.txt");
     const std::string dom = slurp(dir_ / "dom.html");
     const std::string console = slurp(dir_ / "console.txt");
-    EXPECT_NE(dom.find("data-ready=\"1\""), std::string::npos) << "the page's script did not finish";
+    EXPECT_NE(dom.find("data-ready=\"1\""), std::string::npos)
+        << "the page's script did not finish";
     EXPECT_EQ(console.find("Uncaught"), std::string::npos) << console;
     for (size_t at = console.find("CONSOLE"); at != std::string::npos;
          at = console.find("CONSOLE", at + 1))
@@ -174,10 +176,9 @@ class ReportBrowser : public testing::ScratchFolder {
       EXPECT_NE(dom.find("OOM: " + trace["oom"]["tag"].get<std::string>()), std::string::npos);
     }
 
-    code = std::system(
-        (cd + flags + "--screenshot='" + (dir_ / (name + ".png")).string() + "' '" + page +
-         "' > shot.txt 2>&1")
-            .c_str());
+    code = std::system((cd + flags + "--screenshot='" + (dir_ / (name + ".png")).string() + "' '" +
+                        page + "' > shot.txt 2>&1")
+                           .c_str());
     ASSERT_EQ(code, 0) << slurp(dir_ / "shot.txt");
     const double share = non_white_share(slurp(dir_ / (name + ".png")));
     EXPECT_GT(share, 0.05) << "the screenshot is (nearly) blank";
@@ -208,7 +209,8 @@ TEST_F(ReportBrowser, QuickstartRun) {
     if (bytes.get<uint64_t>() > 0) {
       EXPECT_EQ(counter_max[category], bytes.get<uint64_t>()) << category;
     }
-  EXPECT_EQ(counter_max["reserved"], report["traces"][0]["memory"]["peak_reserved"].get<uint64_t>());
+  EXPECT_EQ(counter_max["reserved"],
+            report["traces"][0]["memory"]["peak_reserved"].get<uint64_t>());
 
   check_page("results/quickstart", "quickstart", false);
 }

@@ -8,6 +8,7 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -390,6 +391,27 @@ TEST(RunReport, Comparison) {
   EXPECT_NE(diff.find("first difference at event 5:"), std::string::npos) << diff;
   EXPECT_NE(diff.find("loss.chunk_size: (not set) | 0"), std::string::npos) << diff;
   EXPECT_NE(diff.find("+1.0 MiB"), std::string::npos) << diff;  // the logits' peak delta
+}
+
+// data_tools/headroom_trace.py (h5py + pandas) on a trace written here:
+// tests/report/data_tools_check.py asserts the stream's known figures.
+TEST(RunReport, DataToolsPython) {
+  const bool have =
+      testing::run_command(std::string(testing::kPython) + " -c 'import h5py, pandas'").exit_code ==
+      0;
+  if (!have) {
+    if (std::getenv("CI") != nullptr) FAIL() << testing::kPython << " lacks h5py or pandas";
+    GTEST_SKIP() << testing::kPython << " lacks h5py or pandas (python3-h5py, python3-pandas)";
+  }
+  TempDir dir;
+  const std::string path = write_trace(dir.file("trace.rank0.h5"), known_stream().events, 2);
+  const testing::CommandResult r = testing::run_command(
+      std::string(testing::kPython) +
+      " '" HEADROOM_SOURCE_DIR "/tests/report/data_tools_check.py' '" HEADROOM_SOURCE_DIR
+      "/data_tools' '" +
+      path + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ok"), std::string::npos) << r.output;
 }
 
 TEST(RunReport, RefusesANewerSchemaByName) {
