@@ -21,7 +21,8 @@ int report_command(const std::vector<std::string>& args) {
       "write a self-contained HTML page (charts, tables, the OOM, the config)")(
       "perfetto", po::value<std::string>(&perfetto)->value_name("FILE"),
       "write Chrome trace-event JSON for ui.perfetto.dev or chrome://tracing")(
-      "plan", "in a folder holding a run and a plan, read the plan's traces");
+      "plan", "of a run folder, read only the plan's traces (plan.rank<R>.h5)")(
+      "run", "of a run folder, read only the run's traces (trace.rank<R>.h5)");
   po::options_description all;
   all.add(visible).add_options()("target", po::value<std::vector<std::string>>(&targets));
   po::positional_options_description positional;
@@ -46,20 +47,27 @@ int report_command(const std::vector<std::string>& args) {
   if (targets.size() > 2)
     throw UsageError("expected one trace or run folder, or two to compare; got " +
                      std::to_string(targets.size()) + " (see --help)");
-  const bool prefer_plan = vm.count("plan") > 0;
+  if (vm.count("plan") && vm.count("run"))
+    throw UsageError("--plan and --run exclude each other (see --help)");
+  TraceSelection select = TraceSelection::kAll;
+  if (vm.count("plan")) select = TraceSelection::kPlans;
+  if (vm.count("run")) select = TraceSelection::kRuns;
 
   if (targets.size() == 2) {
     if (vm.count("json") || !html.empty() || !perfetto.empty())
       throw UsageError("--json, --html and --perfetto take one run; A B compares two as text");
-    // `report DIR DIR` on a folder with both: A is the plan, B the run.
+    // `report DIR DIR`: A is the folder's plan, B its run. Otherwise each
+    // side is its run (or its plan when it holds only one), unless --plan
+    // or --run says which.
     const bool same = targets[0] == targets[1];
-    const RunReport a = build_run_report(targets[0], prefer_plan || same);
-    const RunReport b = build_run_report(targets[1], prefer_plan && !same);
+    if (select == TraceSelection::kAll) select = TraceSelection::kRunsElsePlans;
+    const RunReport a = build_run_report(targets[0], same ? TraceSelection::kPlans : select);
+    const RunReport b = build_run_report(targets[1], same ? TraceSelection::kRuns : select);
     std::printf("%s", render_comparison(a, b).c_str());
     return 0;
   }
 
-  const RunReport run = build_run_report(targets[0], prefer_plan);
+  const RunReport run = build_run_report(targets[0], select);
   if (!html.empty()) write_file_atomically(html, render_html(run));
   if (!perfetto.empty()) write_file_atomically(perfetto, render_perfetto(run));
   if (vm.count("json")) {

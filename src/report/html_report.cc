@@ -590,6 +590,8 @@ std::string trace_section(const TraceReport& r, size_t index) {
     }
   }
 
+  // The postmortem first when there is one: it is what the reader came for.
+  if (r.oom) s += oom_section(r);
   if (!r.steps.empty()) {
     s += "<h3>Steps</h3><div class=\"smalls\">\n";
     if (!r.is_plan()) {
@@ -619,7 +621,6 @@ std::string trace_section(const TraceReport& r, size_t index) {
          "<code>param</code>, ...</p>\n";
     s += blocks_table(groups, r.replay.peak_allocated);
   }
-  if (r.oom) s += oom_section(r);
   s += "<details><summary>resolved config</summary><pre class=\"config\">" + esc(h.config_toml) +
        "</pre></details>\n";
   if (!h.outside_allocator.empty())
@@ -690,6 +691,8 @@ constexpr const char* kScript = R"JS(
     });
     svg.addEventListener('mouseleave',function(){tip.style.display='none';cur.setAttribute('visibility','hidden');});
   });
+  // How long the page took to parse and run this, for bench/report_bench.sh.
+  document.body.dataset.scriptMs=Math.round(performance.now());
   document.body.dataset.ready='1';
 })();
 )JS";

@@ -132,8 +132,13 @@ void oom_instant(const TraceReport& r, int pid, json& out) {
 
 std::string render_perfetto(const RunReport& run) {
   json events = json::array();
+  // pid = rank; a folder's plan beside its run gets pids 10000 + rank.
+  const bool mixed = std::any_of(run.traces.begin(), run.traces.end(),
+                                 [](const TraceReport& t) { return t.is_plan(); }) &&
+                     std::any_of(run.traces.begin(), run.traces.end(),
+                                 [](const TraceReport& t) { return !t.is_plan(); });
   for (const TraceReport& r : run.traces) {
-    const int pid = r.header.rank;
+    const int pid = r.header.rank + (mixed && r.is_plan() ? 10000 : 0);
     const std::string kind = r.is_plan() ? "plan" : "run";
     events.push_back(
         {{"ph", "M"},

@@ -183,7 +183,7 @@ TraceReport build_trace_report(const TraceReader& reader) {
   return r;
 }
 
-std::vector<std::string> traces_of(const std::string& target, bool prefer_plan) {
+std::vector<std::string> traces_of(const std::string& target, TraceSelection select) {
   // The error_code overloads: a symlink loop or a name past NAME_MAX must be
   // a message naming the argument, not a filesystem_error (exit 1).
   std::error_code ec;
@@ -210,14 +210,26 @@ std::vector<std::string> traces_of(const std::string& target, bool prefer_plan) 
   std::sort(plans.begin(), plans.end(), by_rank);
   if (runs.empty() && plans.empty())
     throw UsageError(shown(target) + ": no trace.rank<R>.h5 or plan.rank<R>.h5 in this folder");
-  if (prefer_plan && !plans.empty()) return plans;
-  return runs.empty() ? plans : runs;
+  switch (select) {
+    case TraceSelection::kPlans:
+      if (plans.empty()) throw UsageError(shown(target) + ": no plan.rank<R>.h5 in this folder");
+      return plans;
+    case TraceSelection::kRuns:
+      if (runs.empty()) throw UsageError(shown(target) + ": no trace.rank<R>.h5 in this folder");
+      return runs;
+    case TraceSelection::kRunsElsePlans:
+      return runs.empty() ? plans : runs;
+    case TraceSelection::kAll:
+      break;
+  }
+  plans.insert(plans.end(), runs.begin(), runs.end());
+  return plans;
 }
 
-RunReport build_run_report(const std::string& target, bool prefer_plan) {
+RunReport build_run_report(const std::string& target, TraceSelection select) {
   RunReport run;
   run.source = target;
-  for (const std::string& path : traces_of(target, prefer_plan))
+  for (const std::string& path : traces_of(target, select))
     run.traces.push_back(build_trace_report(TraceReader::open(path)));
   return run;
 }

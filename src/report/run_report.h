@@ -113,12 +113,17 @@ inline constexpr uint64_t kDetailBuckets = 12000;
 // file for a damaged one).
 TraceReport build_trace_report(const TraceReader& trace);
 
-// The traces of `target`: a trace file, or a run folder's trace.rank<R>.h5
-// files; a folder holding only a plan gives plan.rank<R>.h5, one holding both
-// gives the run's (prefer_plan picks the plan instead). Throws UsageError
-// naming `target` when there is nothing to read.
-std::vector<std::string> traces_of(const std::string& target, bool prefer_plan = false);
-RunReport build_run_report(const std::string& target, bool prefer_plan = false);
+// Which traces of a run folder: all (plans, then runs, each in rank order),
+// only the plans (plan.rank<R>.h5) or only the runs (trace.rank<R>.h5), or
+// the runs when there are any and else the plans (for comparing folders).
+enum class TraceSelection { kAll, kPlans, kRuns, kRunsElsePlans };
+
+// The traces of `target`: a trace file (whatever `select`), or a run
+// folder's traces. Throws UsageError naming `target` when there is nothing
+// to read.
+std::vector<std::string> traces_of(const std::string& target,
+                                   TraceSelection select = TraceSelection::kAll);
+RunReport build_run_report(const std::string& target, TraceSelection select = TraceSelection::kAll);
 
 // The postmortem as label/value lines, in the order the page shows them.
 std::vector<ReportField> postmortem_fields(const Postmortem& pm);

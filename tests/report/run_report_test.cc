@@ -365,11 +365,15 @@ TEST(RunReport, FolderRankOrderAndPlanChoice) {
   Stream s = known_stream();
   for (const char* name : {"trace.rank10.h5", "trace.rank2.h5", "plan.rank0.h5"})
     write_trace(dir.file(name), s.events, 1);
-  std::vector<std::string> runs = traces_of(dir.path());
+  std::vector<std::string> all = traces_of(dir.path());
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(std::filesystem::path(all[0]).filename(), "plan.rank0.h5");
+  std::vector<std::string> runs = traces_of(dir.path(), TraceSelection::kRuns);
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(std::filesystem::path(runs[0]).filename(), "trace.rank2.h5");
   EXPECT_EQ(std::filesystem::path(runs[1]).filename(), "trace.rank10.h5");
-  std::vector<std::string> plans = traces_of(dir.path(), true);
+  EXPECT_EQ(traces_of(dir.path(), TraceSelection::kRunsElsePlans), runs);
+  std::vector<std::string> plans = traces_of(dir.path(), TraceSelection::kPlans);
   ASSERT_EQ(plans.size(), 1u);
   EXPECT_EQ(std::filesystem::path(plans[0]).filename(), "plan.rank0.h5");
   EXPECT_THROW(traces_of(dir.file("nothing")), UsageError);
