@@ -173,6 +173,12 @@ json trace_json(const TraceReport& r) {
                      {"step", b.step}});
     oom["top_blocks"] = std::move(top);
     if (r.oom_seq) oom["event_seq"] = *r.oom_seq;
+    // The lines the page shows, so a field added to postmortem_fields()
+    // reaches scripts without a change here.
+    json fields = json::array();
+    for (const ReportField& f : postmortem_fields(pm))
+      fields.push_back({{"key", f.key}, {"label", f.label}, {"value", f.value}});
+    oom["fields"] = std::move(fields);
     j["oom"] = std::move(oom);
   } else {
     j["oom"] = nullptr;

@@ -353,6 +353,8 @@ TEST(RunReport, OomTrace) {
   const json j = json::parse(render_json(run));
   EXPECT_EQ(j["traces"][0]["oom"]["tag"], "loss.chunk.7.logits");
   EXPECT_EQ(j["traces"][0]["oom"]["top_blocks"][0]["tag"], "param.embed");
+  EXPECT_EQ(j["traces"][0]["oom"]["fields"].size(), postmortem_fields(pm).size());
+  EXPECT_EQ(j["traces"][0]["oom"]["fields"][0]["key"], "tag");
   const std::string html = render_html(run);
   EXPECT_NE(html.find("<section class=\"oom\">"), std::string::npos);
   for (const ReportField& f : postmortem_fields(pm))
