@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # How long `headroom report` takes, and how big its HTML / Perfetto / JSON
 # are, for the quickstart trace and for a qwen3-8b plan of 150 steps (about
-# 600,000 allocator events, 31 MB of trace), and how long headless Chromium
+# 600,000 allocator events, 31 MB of trace; and of 250 steps, a million), and how long headless Chromium
 # takes to run the page's script (data-script-ms, the page's own clock).
 # Target: the HTML under ~5 MB and opening in under a second.
 #
@@ -19,10 +19,13 @@ if [ -z "$quickstart" ]; then
   "$bin" train > train.log
   quickstart=$work/results/quickstart
 fi
-"$bin" plan --set run.name=plan8b --set model.preset=qwen3-8b --set model.dtype=bf16 \
-  --set batch.max_tokens_per_micro_batch=4096 --set run.steps=150 --set schedule.warmup_steps=1 \
-  --set memory.device_capacity=0 --set loss.chunk_size=1024 > plan.log
-plan8b=$work/results/plan8b
+for steps in 150 250; do  # about 600,000 and 1,000,000 events
+  "$bin" plan --set run.name=plan8b-$steps --set model.preset=qwen3-8b --set model.dtype=bf16 \
+    --set batch.max_tokens_per_micro_batch=4096 --set run.steps=$steps --set schedule.warmup_steps=1 \
+    --set memory.device_capacity=0 --set loss.chunk_size=1024 > plan.log
+done
+plan8b_150=$work/results/plan8b-150
+plan8b_250=$work/results/plan8b-250
 
 ms() {  # median wall ms of 5 runs of "$@"
   local times=()
@@ -39,7 +42,7 @@ mb() { awk -v b="$(stat -c %s "$1")" 'BEGIN { printf "%.2f", b / 1048576 }'; }
 
 printf '| trace | events | trace MB | text ms | --html ms | HTML MB | --perfetto ms | Perfetto MB | --json MB | page script ms |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|\n'
-for name in quickstart plan8b; do
+for name in quickstart plan8b_150 plan8b_250; do
   dir=${!name}
   trace=$(ls "$dir"/*.rank0.h5 | head -1)
   events=$("$bin" report "$dir" | awk '/events replayed/ { print $2; exit }')
