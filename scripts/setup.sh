@@ -16,7 +16,8 @@ packages=(
   nlohmann-json3-dev
   libicu-dev
   curl ca-certificates
-  python3-h5py python3-numpy
+  python3-h5py python3-numpy python3-pandas  # trace checks, data_tools/
+  chromium  # tests/report: the HTML report in headless Chromium
   python3-torch libopenblas0-pthread  # tests/pytorch; without openblas torch gets the reference BLAS (sgemm ~3 GFLOP/s)
   clang-format
 )

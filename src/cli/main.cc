@@ -22,8 +22,10 @@ commands:
                      of the real run, no math; prints the peak and whether it fits
   fit   [exp.toml] --vary KEY [--device PRESET | --capacity BYTES]
                      the largest value of KEY whose plan fits, by planning
-  report <trace.h5 | run folder>
-                     summarize a trace: attributes, steps, peak bytes by category
+  report <trace.h5 | run folder> [--json] [--html FILE] [--perfetto FILE]
+                     summarize a trace: attributes, steps, peak bytes by category;
+                     as JSON, a self-contained HTML page, a Perfetto trace
+  report A B         compare two runs: config, peaks with deltas, first different event
   data <tool> ...    dataset tools
   export [exp.toml] --adapter DIR --merge --out DIR
                      fold a LoRA run's adapters into its base: a Hugging Face folder

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "memory/postmortem.h"
+#include "report/run_report.h"
 #include "util/bytes.h"
 
 namespace headroom {
@@ -33,10 +34,10 @@ size_t count_lines(const std::string& text) {
   return text.back() == '\n' ? lines : lines + 1;
 }
 
-std::string summarize_header(const TraceReader& trace) {
-  const TraceHeader& h = trace.header();
+std::string summarize_header(const TraceReport& trace) {
+  const TraceHeader& h = trace.header;
   std::string out;
-  out += line("trace", trace.path());
+  out += line("trace", trace.path);
   out +=
       line("schema", std::to_string(h.schema_version) + " (headroom " + h.headroom_version + ")");
   out += line("run", h.run_name.empty() ? std::string("(unnamed)") : h.run_name);
@@ -52,15 +53,15 @@ std::string summarize_header(const TraceReader& trace) {
   return out;
 }
 
-std::string summarize_steps(const TraceReader& trace) {
-  std::vector<StepRecord> steps = trace.steps();
+std::string summarize_steps(const TraceReport& trace) {
+  const std::vector<StepRecord>& steps = trace.steps;
   if (steps.empty()) return line("steps", "0 (no step finished)");
   const StepRecord& last = steps.back();
   auto skipped =
       std::count_if(steps.begin(), steps.end(), [](const StepRecord& s) { return s.skipped; });
   std::string text = std::to_string(steps.size()) + ", last: step " + std::to_string(last.step);
   // A plan (the meta backend) computes no math: it has no loss to show.
-  if (trace.header().backend != "meta") text += ", loss " + format_number(last.loss);
+  if (!trace.is_plan()) text += ", loss " + format_number(last.loss);
   if (skipped > 0) text += ", " + std::to_string(skipped) + " skipped (non-finite)";
   int64_t targets = 0, processed = 0, truncated = 0, longest = 0;
   for (const StepRecord& s : steps) {
@@ -77,14 +78,14 @@ std::string summarize_steps(const TraceReader& trace) {
   return line("steps", text) + line("tokens", data);
 }
 
-std::string summarize_memory(const TraceReader& trace) {
-  if (!trace.events_recorded())
+std::string summarize_memory(const TraceReport& trace) {
+  if (!trace.events_recorded)
     return line("memory", "no events recorded (the run had trace.memory_events = false)");
-  if (trace.num_events() == 0) return line("memory", "no events recorded (0 events in the trace)");
+  if (trace.num_events == 0) return line("memory", "no events recorded (0 events in the trace)");
 
-  MemoryReplay replay = replay_memory_events(trace);
+  const MemoryReplay& replay = trace.replay;
   std::string out;
-  size_t tags = trace.tags().size();
+  size_t tags = trace.num_tags;
   out += line("memory", std::to_string(replay.events) + " events replayed, " +
                             std::to_string(tags) + (tags == 1 ? " tag" : " tags"));
   out += "  " + pad("peak allocated", 16) + format_bytes_exact(replay.peak_allocated) + "\n";
@@ -108,67 +109,108 @@ std::string summarize_memory(const TraceReader& trace) {
 
 }  // namespace
 
-MemoryReplay replay_memory_events(const TraceReader& trace, uint64_t batch_rows) {
-  MemoryReplay r;
-  std::array<uint64_t, kNumCategories> live{};
-  uint64_t allocated = 0;
-  uint64_t reserved = 0;
-  auto take = [&r](uint64_t& from, uint64_t bytes) {
+void LiveCounters::apply(const MemoryEvent& e) {
+  auto take = [this](uint64_t& from, uint64_t bytes) {
     if (bytes > from) {
-      ++r.unmatched_frees;
+      ++unmatched_frees;
       from = 0;
     } else {
       from -= bytes;
     }
   };
+  int c = static_cast<int>(e.category);
+  switch (e.action) {
+    case MemoryAction::kAlloc:
+      allocated += e.bytes;
+      live[c] += e.bytes;
+      break;
+    case MemoryAction::kFree:
+      take(allocated, e.bytes);
+      // Both counters move together; count a mismatch once, not twice.
+      live[c] = e.bytes > live[c] ? 0 : live[c] - e.bytes;
+      break;
+    case MemoryAction::kSegmentAlloc:
+      reserved += e.bytes;
+      break;
+    case MemoryAction::kSegmentFree:
+      take(reserved, e.bytes);
+      break;
+    case MemoryAction::kOom:
+      break;  // the request that failed was never allocated
+  }
+}
+
+MemoryReplay replay_memory_events(const TraceReader& trace, uint64_t batch_rows) {
+  MemoryReplay r;
+  LiveCounters now;
   trace.for_each_event_batch(
       [&](const std::vector<MemoryEvent>& batch) {
         for (const MemoryEvent& e : batch) {
           ++r.events;
+          now.apply(e);
           int c = static_cast<int>(e.category);
-          switch (e.action) {
-            case MemoryAction::kAlloc:
-              allocated += e.bytes;
-              live[c] += e.bytes;
-              r.peak_by_category[c] = std::max(r.peak_by_category[c], live[c]);
-              if (allocated > r.peak_allocated) {
-                r.peak_allocated = allocated;
-                r.at_peak_by_category = live;
-              }
-              break;
-            case MemoryAction::kFree:
-              take(allocated, e.bytes);
-              // Both counters move together; count a mismatch once, not twice.
-              if (e.bytes > live[c]) {
-                live[c] = 0;
-              } else {
-                live[c] -= e.bytes;
-              }
-              break;
-            case MemoryAction::kSegmentAlloc:
-              reserved += e.bytes;
-              r.peak_reserved = std::max(r.peak_reserved, reserved);
-              break;
-            case MemoryAction::kSegmentFree:
-              take(reserved, e.bytes);
-              break;
-            case MemoryAction::kOom:
-              break;  // the request that failed was never allocated
+          r.peak_by_category[c] = std::max(r.peak_by_category[c], now.live[c]);
+          if (now.allocated > r.peak_allocated) {
+            r.peak_allocated = now.allocated;
+            r.at_peak_by_category = now.live;
           }
+          r.peak_reserved = std::max(r.peak_reserved, now.reserved);
         }
       },
       batch_rows);
-  r.final_allocated = allocated;
-  r.final_reserved = reserved;
+  r.final_allocated = now.allocated;
+  r.final_reserved = now.reserved;
+  r.unmatched_frees = now.unmatched_frees;
   return r;
 }
 
-std::string summarize_trace(const TraceReader& trace) {
+std::string render_text(const TraceReport& trace) {
   std::string out = summarize_header(trace);
   out += summarize_steps(trace);
   out += summarize_memory(trace);
-  if (trace.has_oom()) out += "\n" + format_postmortem(trace.oom());
+  if (trace.oom) out += "\n" + format_postmortem(*trace.oom);
   return out;
+}
+
+std::string render_text(const RunReport& run) {
+  std::string out;
+  for (size_t i = 0; i < run.traces.size(); ++i) {
+    if (i) out += "\n";
+    out += render_text(run.traces[i]);
+  }
+  if (run.traces.size() < 2) return out;
+  // One line per trace: the ranks side by side, so a rank whose batches (or
+  // an OOM) set it apart stands out.
+  out += "\ntraces side by side:\n";
+  char text[256];
+  std::snprintf(text, sizeof text, "  %-32s %-9s %6s %-14s %-14s %s\n", "file", "rank", "steps",
+                "peak alloc", "peak reserved", "longest sample / OOM");
+  out += text;
+  for (const TraceReport& trace : run.traces) {
+    uint64_t allocated = 0, reserved = 0;
+    int64_t longest = 0;
+    for (const StepRecord& step : trace.steps) {
+      allocated = std::max(allocated, step.peak_allocated);
+      reserved = std::max(reserved, step.peak_reserved);
+      longest = std::max(longest, step.longest_sample);
+    }
+    std::string last = std::to_string(longest);
+    if (trace.oom)
+      last =
+          "OUT OF MEMORY at step " + std::to_string(trace.oom->step) + " (" + trace.oom->tag + ")";
+    const std::string rank =
+        std::to_string(trace.header.rank) + "/" + std::to_string(trace.header.world_size);
+    const std::string file = trace.path.substr(trace.path.find_last_of('/') + 1);
+    std::snprintf(text, sizeof text, "  %-32s %-9s %6zu %-14s %-14s %s\n", file.c_str(),
+                  rank.c_str(), trace.steps.size(), format_bytes(allocated).c_str(),
+                  format_bytes(reserved).c_str(), last.c_str());
+    out += text;
+  }
+  return out;
+}
+
+std::string summarize_trace(const TraceReader& trace) {
+  return render_text(build_trace_report(trace));
 }
 
 }  // namespace headroom

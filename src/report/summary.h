@@ -8,6 +8,7 @@
 #include <string>
 
 #include "memory/category.h"
+#include "memory/event.h"
 #include "trace/reader.h"
 
 namespace headroom {
@@ -32,6 +33,17 @@ struct MemoryReplay {
   uint64_t unmatched_frees = 0;
 };
 
+// The replay's running state, one event at a time in seq order (what
+// replay_memory_events and the report model share). A free of more bytes
+// than are live clamps to 0 and counts in unmatched_frees.
+struct LiveCounters {
+  uint64_t allocated = 0;
+  uint64_t reserved = 0;
+  std::array<uint64_t, kNumCategories> live{};
+  uint64_t unmatched_frees = 0;
+  void apply(const MemoryEvent& event);
+};
+
 // Streams the events `batch_rows` at a time (never holding them all); throws
 // what TraceReader throws.
 MemoryReplay replay_memory_events(const TraceReader& trace,
@@ -45,6 +57,7 @@ MemoryReplay replay_memory_events(const TraceReader& trace,
 //     peak allocated  1.2 GiB (1288490188 B)
 //     category     peak                        at peak allocated
 //     param        ...
+// Renders render_text(build_trace_report(trace)) (report/run_report.h).
 std::string summarize_trace(const TraceReader& trace);
 
 }  // namespace headroom

@@ -260,6 +260,22 @@ void TraceReader::for_each_event_batch(
   }
 }
 
+std::vector<MemoryEvent> TraceReader::read_events(uint64_t start, uint64_t count) const {
+  const Impl& r = *impl_;
+  const uint64_t total = num_events();
+  count = start >= total ? 0 : std::min(count, total - start);
+  std::vector<MemoryEvent> rows(count);
+  if (count == 0) return rows;
+  {
+    hdf5::QuietHdf5Errors quiet;
+    hdf5::read_rows(r.events.get(), r.types.event_mem.get(), rows.data(), start, count, r.path,
+                    trace_detail::kEventsTable);
+  }
+  for (uint64_t i = 0; i < count; ++i)
+    check_event(rows[i], start + i, r.path);
+  return rows;
+}
+
 std::vector<MemoryEvent> TraceReader::events() const {
   std::vector<MemoryEvent> out;
   out.reserve(num_events());

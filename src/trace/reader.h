@@ -47,6 +47,9 @@ class TraceReader {
   // Rows whose action/category/phase are out of range throw UsageError.
   void for_each_event_batch(const std::function<void(const std::vector<MemoryEvent>&)>& consume,
                             uint64_t batch_rows = uint64_t{1} << 20) const;
+  // Rows [start, start + count) of /memory/events, clamped to the table (so
+  // fewer, or none, past its end); checked like for_each_event_batch.
+  std::vector<MemoryEvent> read_events(uint64_t start, uint64_t count) const;
 
   // The message of /collective_timeout (a collective that did not complete
   // in run.collective_timeout); nullopt when the trace has none.
