@@ -36,7 +36,8 @@ commands:
 `headroom <command> --help` describes each command's options.
 
 exit codes: 0 ok, 1 internal error, 2 usage/config/data error,
-            3 out of memory (postmortem written), 4 numerical failure
+            3 out of memory (postmortem written), 4 numerical failure,
+            5 stopped on a signal (checkpoint written: resumable)
 )";
 
 }  // namespace

@@ -490,7 +490,7 @@ std::string phase_peaks_table(const RunReport& run) {
 std::string oom_section(const TraceReport& r) {
   const Postmortem& pm = *r.oom;
   std::string s = "<section class=\"oom\"><h3>Out of memory</h3>\n<table class=\"fields\">";
-  for (const ReportField& f : postmortem_fields(pm))
+  for (const ReportField& f : oom_fields(r))
     s += "<tr data-key=\"" + esc(f.key) + "\"><th>" + esc(f.label) + "</th><td>" + esc(f.value) +
          "</td></tr>";
   s += "</table>\n<h4>live bytes by category at the OOM</h4><table class=\"fields\">";

@@ -117,7 +117,7 @@ void oom_instant(const TraceReport& r, int pid, json& out) {
   if (!r.oom) return;
   int64_t t = r.oom_seq ? r.oom_t_ns : (r.timeline.empty() ? 0 : r.timeline.back().t_end_ns);
   json args = json::object();
-  for (const ReportField& f : postmortem_fields(*r.oom))
+  for (const ReportField& f : oom_fields(r))
     args[f.key] = f.value;
   out.push_back({{"ph", "i"},
                  {"s", "p"},

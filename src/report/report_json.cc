@@ -176,7 +176,7 @@ json trace_json(const TraceReport& r) {
     // The lines the page shows, so a field added to postmortem_fields()
     // reaches scripts without a change here.
     json fields = json::array();
-    for (const ReportField& f : postmortem_fields(pm))
+    for (const ReportField& f : oom_fields(r))
       fields.push_back({{"key", f.key}, {"label", f.label}, {"value", f.value}});
     oom["fields"] = std::move(fields);
     j["oom"] = std::move(oom);

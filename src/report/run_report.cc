@@ -1,9 +1,12 @@
 #include "report/run_report.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "trace/oom_advice.h"
 #include "util/bytes.h"
 #include "util/error.h"
 
@@ -177,7 +180,11 @@ TraceReport build_trace_report(const TraceReader& reader) {
   r.num_tags = tags.size();
   r.events_recorded = reader.events_recorded();
   r.num_events = reader.num_events();
-  if (reader.has_oom()) r.oom = reader.oom();
+  if (reader.has_oom()) {
+    r.oom = reader.oom();
+    if (const std::optional<std::string> advice = read_oom_advice(reader.path()))
+      r.oom_advice = advice_fields(*advice);
+  }
   FirstPass fp = first_pass(reader, tags, r);
   if (r.replay.events > 0) second_pass(reader, tags, fp, r);
   return r;
@@ -252,6 +259,47 @@ std::vector<ReportField> postmortem_fields(const Postmortem& pm) {
   f.push_back({"source", "source", pm.source});
   f.push_back({"capacity_limited", "refused by",
                pm.capacity_limited ? "memory.device_capacity" : "the " + pm.source + " source"});
+  return f;
+}
+
+std::vector<ReportField> oom_fields(const TraceReport& trace) {
+  std::vector<ReportField> f = postmortem_fields(*trace.oom);
+  f.insert(f.end(), trace.oom_advice.begin(), trace.oom_advice.end());
+  return f;
+}
+
+std::vector<ReportField> advice_fields(const std::string& advice_json) {
+  std::vector<ReportField> f;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(advice_json);
+  } catch (const nlohmann::json::exception&) {
+    return {{"advice", "advice", "unreadable /oom/advice"}};
+  }
+  auto sets = [](const nlohmann::json& cf) {
+    std::string out;
+    for (const auto& o : cf.value("set", nlohmann::json::array()))
+      out += (out.empty() ? "" : " ") + std::string("--set ") + o.get<std::string>();
+    return out;
+  };
+  int i = 0;
+  for (const auto& why : j.value("why", nlohmann::json::array()))
+    f.push_back({"why." + std::to_string(i++), "why", why.get<std::string>()});
+  const nlohmann::json fits = j.value("fits", nlohmann::json::array());
+  if (!fits.empty()) f.push_back({"cheapest_fit", "cheapest that fits", sets(fits.front())});
+  i = 0;
+  for (const auto& cf : fits) {
+    char extra[32];
+    std::snprintf(extra, sizeof extra, "%+.0f%%", 100.0 * cf.value("extra_step_time", 0.0));
+    f.push_back({"fits." + std::to_string(i++), "fits",
+                 sets(cf) + ": peak reserved " +
+                     format_bytes(cf.value("peak_reserved", uint64_t{0})) + ", step time " + extra +
+                     ", " + cf.value("effect", std::string())});
+  }
+  i = 0;
+  for (const auto& cf : j.value("not_fitting", nlohmann::json::array()))
+    f.push_back({"not_fitting." + std::to_string(i++), "still out of memory",
+                 sets(cf) + ": at " + cf.value("out_of_memory_at", std::string())});
   return f;
 }
 

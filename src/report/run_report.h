@@ -91,6 +91,9 @@ struct TraceReport {
   // The seq of the failed request's `oom` event, when the events hold one.
   std::optional<uint64_t> oom_seq;
   int64_t oom_t_ns = 0;
+  // /oom/advice (advice/advice.h): why it ran out and what would fit, as
+  // lines; empty when the trace has none.
+  std::vector<ReportField> oom_advice;
 
   bool is_plan() const { return header.backend == "meta"; }
   // The steps whose events the timeline keeps in full detail.
@@ -127,6 +130,13 @@ RunReport build_run_report(const std::string& target, TraceSelection select = Tr
 
 // The postmortem as label/value lines, in the order the page shows them.
 std::vector<ReportField> postmortem_fields(const Postmortem& pm);
+
+// The OOM section's lines: the postmortem's, then its advice's.
+std::vector<ReportField> oom_fields(const TraceReport& trace);
+
+// /oom/advice's JSON as lines: "why" (one per finding), "cheapest that
+// fits", one per change that fits, one per change still out of memory.
+std::vector<ReportField> advice_fields(const std::string& advice_json);
 
 // Peak allocated per phase over all steps (index = Phase), from
 // /memory/phase_peaks.

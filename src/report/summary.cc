@@ -168,7 +168,15 @@ std::string render_text(const TraceReport& trace) {
   std::string out = summarize_header(trace);
   out += summarize_steps(trace);
   out += summarize_memory(trace);
-  if (trace.oom) out += "\n" + format_postmortem(*trace.oom);
+  if (trace.oom) {
+    out += "\n" + format_postmortem(*trace.oom);
+    std::string label;
+    for (const ReportField& f : trace.oom_advice) {
+      if (f.label != label) out += "\n  " + f.label + ":\n";
+      label = f.label;
+      out += "    " + f.value + "\n";
+    }
+  }
   return out;
 }
 

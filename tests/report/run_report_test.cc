@@ -17,6 +17,7 @@
 
 #include "report/run_report.h"
 #include "report/summary.h"
+#include "trace/oom_advice.h"
 #include "trace/reader.h"
 #include "trace/writer.h"
 #include "trace_test_util.h"
@@ -360,6 +361,36 @@ TEST(RunReport, OomTrace) {
   for (const ReportField& f : postmortem_fields(pm))
     EXPECT_NE(html.find("data-key=\"" + f.key + "\""), std::string::npos) << f.key;
   EXPECT_NE(html.find("class=\"oom\" x1="), std::string::npos);  // the OOM line on the chart
+}
+
+TEST(RunReport, AnOomsAdviceReachesEveryRendering) {
+  TempDir dir;
+  Stream s = known_stream();
+  s.add(MemoryAction::kOom, Category::kLogits, 100 * kMiB, 0, 2);
+  const Postmortem pm = sample_oom();
+  const std::string path = write_trace(dir.file("plan.rank0.h5"), s.events, 1, &pm);
+  write_oom_advice(path, R"({"why": ["step 1 began with 1 GiB live"],
+    "fits": [{"set": ["loss.mode=recompute"], "peak_reserved": 1048576,
+              "extra_step_time": 0.02, "effect": "same training"}],
+    "not_fitting": [{"set": ["memory.allocator=exact"], "out_of_memory_at": "loss in loss"}]})");
+  const RunReport run = build_run_report(path);
+  const TraceReport& r = run.traces.at(0);
+  ASSERT_EQ(r.oom_advice.size(), 4u);
+  EXPECT_EQ(r.oom_advice[1].key, "cheapest_fit");
+  EXPECT_EQ(r.oom_advice[1].value, "--set loss.mode=recompute");
+  const std::string text = render_text(r);
+  EXPECT_NE(text.find("cheapest that fits:\n    --set loss.mode=recompute"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("still out of memory:\n    --set memory.allocator=exact: at loss in loss"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(render_html(run).find("data-key=\"cheapest_fit\""), std::string::npos);
+  const json j = json::parse(render_json(run));
+  EXPECT_EQ(j["traces"][0]["oom"]["fields"].size(), postmortem_fields(pm).size() + 4);
+  // A trace without advice reads as before.
+  TempDir other;
+  const std::string plain = write_trace(other.file("plan.rank0.h5"), s.events, 1, &pm);
+  EXPECT_TRUE(build_run_report(plain).traces.at(0).oom_advice.empty());
 }
 
 TEST(RunReport, FolderRankOrderAndPlanChoice) {
