@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "parse_options.h"
 #include "run_experiment.h"
 #include "util/error.h"
 
@@ -29,17 +30,9 @@ int export_command(const std::vector<std::string>& args) {
       "overwrite", po::bool_switch(&options.overwrite), "replace an existing model.safetensors");
   po::options_description hidden;
   hidden.add_options()("config", po::value<std::string>(&options.config_path));
-  po::options_description all;
-  all.add(visible).add(hidden);
   po::positional_options_description positional;
   positional.add("config", 1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(e.what()) + " (see headroom export --help)");
-  }
+  const po::variables_map vm = parse_command_line(args, visible, hidden, positional, "export");
   if (vm.count("help")) {
     std::cout << "usage: headroom export [exp.toml] --adapter DIR --merge --out DIR [options]\n\n"
                  "Folds a LoRA run's adapters into its base model (model.weights, or the\n"

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "config/config.h"
 #include "embedded_quickstart.h"
+#include "parse_options.h"
 #include "util/error.h"
 
 namespace po = boost::program_options;
@@ -41,17 +42,9 @@ int fit_command(const std::vector<std::string>& args) {
       "ones on the Pareto front of memory against step time");
   po::options_description hidden;
   hidden.add_options()("config", po::value<std::string>(&config_path));
-  po::options_description all;
-  all.add(visible).add(hidden);
   po::positional_options_description positional;
   positional.add("config", 1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(e.what()) + " (see headroom fit --help)");
-  }
+  const po::variables_map vm = parse_command_line(args, visible, hidden, positional, "fit");
   if (vm.count("help")) {
     std::cout
         << "usage: headroom fit [exp.toml] --vary KEY [--device PRESET | --capacity BYTES]\n\n"

@@ -3,6 +3,7 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
+#include "parse_options.h"
 #include "util/error.h"
 
 namespace po = boost::program_options;
@@ -28,18 +29,9 @@ bool parse_run_options(const std::string& command, const std::vector<std::string
                           "with its own batches; report every rank's peak");
   po::options_description hidden;
   hidden.add_options()("config", po::value<std::string>(&options.config_path));
-  po::options_description all;
-  all.add(visible).add(hidden);
   po::positional_options_description positional;
   positional.add("config", 1);
-
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(e.what()) + " (see headroom " + command + " --help)");
-  }
+  const po::variables_map vm = parse_command_line(args, visible, hidden, positional, command);
   // Ranks are planned one after another in this process, each writing its
   // own trace (about a second each for an 8B model): past this bound a plan
   // would run for hours. The users' jobs are 1-64 GPUs.

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "config/config.h"
 #include "config/schema.h"
+#include "parse_options.h"
 #include "sweep/collect.h"
 #include "sweep/manifest.h"
 #include "sweep/plan_tasks.h"
@@ -53,23 +54,6 @@ struct SweepOptions {
   int nodes = 0, tasks_per_node = 0, gpus_per_task = -2, cpus_per_task = 0;
   std::string time, partition, account;
 };
-
-po::variables_map parse(const std::vector<std::string>& args,
-                        const po::options_description& visible,
-                        const po::options_description& hidden,
-                        const po::positional_options_description& positional,
-                        const std::string& command) {
-  po::options_description all;
-  all.add(visible).add(hidden);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(std::string(e.what()) + " (see headroom " + command + " --help)");
-  }
-  return vm;
-}
 
 // Output of `command` (stderr discarded) and whether it exited 0.
 bool run_capture(const std::string& command, std::string& output) {
@@ -377,8 +361,9 @@ int sweep_command(const std::vector<std::string>& args) {
     hidden.add_options()("dir", po::value<std::string>(&dir));
     po::positional_options_description positional;
     positional.add("dir", 1);
-    const po::variables_map vm = parse(std::vector<std::string>(args.begin() + 1, args.end()),
-                                       visible, hidden, positional, "sweep " + sub);
+    const po::variables_map vm =
+        parse_command_line(std::vector<std::string>(args.begin() + 1, args.end()), visible, hidden,
+                           positional, "sweep " + sub);
     if (vm.count("help")) {
       std::cout << "usage: headroom sweep " << sub << " DIR\n\n"
                 << (sub == "status"
@@ -430,7 +415,7 @@ int sweep_command(const std::vector<std::string>& args) {
   hidden.add_options()("config", po::value<std::string>(&o.config_path));
   po::positional_options_description positional;
   positional.add("config", 1);
-  const po::variables_map vm = parse(args, visible, hidden, positional, "sweep");
+  const po::variables_map vm = parse_command_line(args, visible, hidden, positional, "sweep");
   if (vm.count("help")) {
     std::cout << kSweepUsage << "\n" << visible << "\n";
     return 0;
