@@ -11,7 +11,8 @@
 namespace headroom {
 
 boost::program_options::variables_map parse_command_line(
-    const std::vector<std::string>& args, const boost::program_options::options_description& visible,
+    const std::vector<std::string>& args,
+    const boost::program_options::options_description& visible,
     const boost::program_options::options_description& hidden,
     const boost::program_options::positional_options_description& positional,
     const std::string& command);
