@@ -12,6 +12,7 @@
 #include "config/config.h"
 #include "embedded_quickstart.h"
 #include "parse_options.h"
+#include "util/bytes.h"
 #include "util/error.h"
 
 namespace po = boost::program_options;
@@ -59,7 +60,14 @@ int fit_command(const std::vector<std::string>& args) {
   if (world_size < 1 || world_size > 1024)
     throw UsageError("--world-size " + std::to_string(world_size) + ": expected 1..1024");
   if (!device.empty()) overrides.push_back("memory.device=" + device);
-  if (!capacity.empty()) overrides.push_back("memory.device_capacity=" + capacity);
+  if (!capacity.empty()) {
+    // Checked here so the error names the option the user typed, not the
+    // --set it becomes.
+    if (!parse_bytes(capacity))
+      throw UsageError("--capacity " + capacity +
+                       ": expected a byte count such as 24GiB, 80GB or 25769803776");
+    overrides.push_back("memory.device_capacity=" + capacity);
+  }
   const ExperimentConfig config =
       config_path.empty() ? load_config_string(kQuickstartToml, kQuickstartName, overrides)
                           : load_config_file(config_path, overrides);

@@ -12,8 +12,10 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <utility>
 
 #include "config/config.h"
+#include "config/problems.h"
 #include "config/schema.h"
 #include "config/text.h"
 #include "util/bytes.h"
@@ -23,12 +25,6 @@
 namespace headroom {
 
 namespace {
-
-struct Problem {
-  uint32_t line = 0;
-  uint32_t column = 0;
-  std::string message;  // complete, position included
-};
 
 // Where a key got its value, so that a contradiction can point at the line (or
 // --set argument) that set it; `order` says which of two keys was set last.
@@ -77,7 +73,7 @@ class Loader {
   static constexpr uint64_t kOverrideOrder = uint64_t{1} << 63;
   std::map<std::string, Origin> origins_;
   uint64_t override_count_ = 0;
-  std::vector<Problem> problems_;
+  std::vector<ConfigProblem> problems_;
 };
 
 }  // namespace
@@ -250,18 +246,7 @@ void Loader::check_rules() {
 }
 
 void Loader::throw_problems(bool sort_by_position) {
-  if (problems_.empty()) return;
-  if (sort_by_position) {
-    std::stable_sort(problems_.begin(), problems_.end(), [](const Problem& a, const Problem& b) {
-      return std::tie(a.line, a.column) < std::tie(b.line, b.column);
-    });
-  }
-  std::string message;
-  for (const Problem& problem : problems_) {
-    if (!message.empty()) message += '\n';
-    message += problem.message;
-  }
-  throw UsageError(message);
+  throw_config_problems(std::move(problems_), sort_by_position);
 }
 
 }  // namespace

@@ -6,8 +6,10 @@
 #include <memory>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 #include "config/config.h"
+#include "config/problems.h"
 #include "config/schema.h"
 #include "config/text.h"
 #include "util/error.h"
@@ -21,12 +23,6 @@ namespace {
 bool is_set_by_sweep(std::string_view name) {
   return name == "run.name" || name == "run.out_dir";
 }
-
-struct Problem {
-  uint32_t line = 0;
-  uint32_t column = 0;
-  std::string message;
-};
 
 class TableParser {
  public:
@@ -55,7 +51,7 @@ class TableParser {
   void parse_slurm(const toml::table& table, SlurmShape& shape);
 
   std::string source_;
-  std::vector<Problem> problems_;
+  std::vector<ConfigProblem> problems_;
 };
 
 // The entries of a table in file order (toml++ keeps them sorted by key).
@@ -244,16 +240,7 @@ void TableParser::parse_slurm(const toml::table& table, SlurmShape& shape) {
 }
 
 void TableParser::throw_problems() {
-  if (problems_.empty()) return;
-  std::stable_sort(problems_.begin(), problems_.end(), [](const Problem& a, const Problem& b) {
-    return std::tie(a.line, a.column) < std::tie(b.line, b.column);
-  });
-  std::string message;
-  for (const Problem& problem : problems_) {
-    if (!message.empty()) message += '\n';
-    message += problem.message;
-  }
-  throw UsageError(message);
+  throw_config_problems(std::move(problems_));
 }
 
 std::string trim(std::string_view text) {

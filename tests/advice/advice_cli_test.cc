@@ -194,6 +194,9 @@ TEST_F(FitCli, RefusesAnUnknownKeyAndANothingToFitAgainst) {
                    " --set memory.device_capacity=0 --vary lora.rank");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("nothing to fit against"), std::string::npos) << r.err;
+  r = run_headroom(std::string("fit ") + kSeed004 + " --capacity 24XB --vary lora.rank");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--capacity 24XB: expected a byte count"), std::string::npos) << r.err;
 }
 
 }  // namespace
