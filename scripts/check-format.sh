@@ -3,7 +3,9 @@
 # .clang-format) would write. `scripts/check-format.sh --fix` rewrites them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files -- '*.h' '*.cc' '*.cu' '*.cuh')
+# Tracked files and new ones not yet added (but not ignored ones): a new
+# header formatted only after `git add` was once what failed CI.
+mapfile -t files < <(git ls-files --cached --others --exclude-standard -- '*.h' '*.cc' '*.cu' '*.cuh')
 if [ "${1:-}" = "--fix" ]; then
   clang-format -i "${files[@]}"
   exit 0
