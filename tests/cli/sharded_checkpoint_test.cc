@@ -49,7 +49,7 @@ class Sharded : public testing::ScratchFolder {
                             " --set batch.grad_accum=" + std::to_string(4 / world) + " " + args,
                         launcher);
   }
-  void expect_reshard(const std::string& zero, int from, int to);
+  void expect_reshard(const std::string& zero, int from, int to, bool twin);
   void reshard_both_ways(const std::string& zero);
   fs::path step2(const std::string& run) { return dir_ / "results" / run / "checkpoints/step-2"; }
   std::vector<StepRecord> steps(const std::string& run, int rank, const std::string& from = "") {
@@ -142,10 +142,10 @@ TEST_F(Sharded, EveryRankWritesItsShardAndAResumeContinuesBitForBit) {
 //     order allows: 1e-5 relative in fp32; in bf16 the weights' rounding
 //     amplifies the last bits, so there the bound is twice the distance
 //     between the 2-rank and 4-rank runs themselves at that step;
-//   - the consolidated twin checkpoint (the reference run of `from` ranks:
-//     model.safetensors + optimizer.rank<R>) resharded the same way loads
-//     the same values: bit for bit.
-void Sharded::expect_reshard(const std::string& zero, int from, int to) {
+//   - with `twin`, the consolidated twin checkpoint (the reference run of
+//     `from` ranks: model.safetensors + optimizer.rank<R>) resharded the
+//     same way loads the same values: bit for bit.
+void Sharded::expect_reshard(const std::string& zero, int from, int to, bool twin) {
   const std::string tag = std::to_string(from) + "to" + std::to_string(to);
   SCOPED_TRACE(tag + zero);
   const std::vector<StepRecord> reference = steps("ref" + std::to_string(to), 0);
@@ -159,10 +159,12 @@ void Sharded::expect_reshard(const std::string& zero, int from, int to) {
                             " --set checkpoint.resume_from=" + step2("s" + tag).string());
   ASSERT_EQ(rs.code, 0) << rs.err;
   EXPECT_NE(rs.out.find("resumed from"), std::string::npos) << rs.out;
-  Result rc = train(to, zero + " --set run.name=rc" + tag + " --set checkpoint.resume_from=" +
-                            step2("ref" + std::to_string(from)).string());
-  ASSERT_EQ(rc.code, 0) << rc.err;
-  for (int rank = 0; rank < to; ++rank) {
+  if (twin) {
+    Result rc = train(to, zero + " --set run.name=rc" + tag + " --set checkpoint.resume_from=" +
+                              step2("ref" + std::to_string(from)).string());
+    ASSERT_EQ(rc.code, 0) << rc.err;
+  }
+  for (int rank = 0; twin && rank < to; ++rank) {
     const std::vector<StepRecord> a = steps("rs" + tag, rank, ".from-step-2");
     const std::vector<StepRecord> b = steps("rc" + tag, rank, ".from-step-2");
     ASSERT_EQ(a.size(), 2u);
@@ -202,8 +204,12 @@ void Sharded::reshard_both_ways(const std::string& zero) {
     Result r = train(ranks, zero + " --set run.name=ref" + std::to_string(ranks));
     ASSERT_EQ(r.code, 0) << r.err;
   }
-  expect_reshard(zero, 2, 4);
-  expect_reshard(zero, 4, 2);
+  // The consolidated twin once (it shares the loader's code), and 4 -> 2
+  // outside the sanitizer build, whose processes run ~10x slower.
+  expect_reshard(zero, 2, 4, true);
+#ifndef HEADROOM_SANITIZE
+  expect_reshard(zero, 4, 2, false);
+#endif
 }
 
 TEST_F(Sharded, AResumeOnAnotherWorldSizeReshardsAtZero1) {
