@@ -39,7 +39,7 @@ for stage in 1 3; do
       bytes=$(du -sb "$dir" | cut -f1)
       files=$(ls "$dir" | wc -l)
       printf '| %s | %s | %s | %s | %s | %s |\n' "$format" "$stage" "$n" "$seconds" \
-        "$(numfmt --grouping "$bytes")" "$files"
+        "$(echo "$bytes" | sed -e :a -e 's/\B[0-9]\{3\}\>/,&/;ta')" "$files"
     done
   done
 done
