@@ -152,9 +152,9 @@ void Sharded::expect_reshard(const std::string& zero, int from, int to, bool twi
   const std::vector<StepRecord> writer = steps("ref" + std::to_string(from), 0);
   ASSERT_EQ(reference.size(), 4u);
   ASSERT_EQ(writer.size(), 4u);
-  Result rs = train(to, zero + " --set checkpoint.format=sharded --set run.name=rs" + tag +
-                            " --set checkpoint.resume_from=" +
-                            step2("ref" + std::to_string(from)).string());
+  Result rs = train(
+      to, zero + " --set checkpoint.format=sharded --set run.name=rs" + tag +
+              " --set checkpoint.resume_from=" + step2("ref" + std::to_string(from)).string());
   ASSERT_EQ(rs.code, 0) << rs.err;
   EXPECT_NE(rs.out.find("resumed from"), std::string::npos) << rs.out;
   if (twin) {
