@@ -232,6 +232,12 @@ class PrintingObserver : public RunObserver {
                    by.c_str(), static_cast<long long>(result.next_step),
                    result.checkpoint.empty() ? "" : ", checkpoint ", result.checkpoint.c_str());
     }
+    if (!result.checkpoint_seconds.empty()) {
+      std::vector<double> seconds = result.checkpoint_seconds;
+      std::sort(seconds.begin(), seconds.end());
+      std::fprintf(out_, "\ncheckpoints: %zu saved, median %.3f s per save, last %s\n",
+                   seconds.size(), seconds[seconds.size() / 2], result.checkpoint.c_str());
+    }
     if (result.source_entropy_nats > 0 && !planning_)
       std::fprintf(out_, "\nfinal loss %.4f nats/token vs source entropy %.4f (gap %.4f)\n",
                    result.last_loss, result.source_entropy_nats,

@@ -671,8 +671,11 @@ std::vector<ConfigKey> build_schema() {
              "of a run removes the step-N folders its earlier run left here.",
              path_or_empty),
       choice(HR_FIELD(checkpoint.format),
-             "\"sharded\": each rank writes its own shard. \"consolidated\": one file with "
-             "Hugging Face tensor names."),
+             "\"sharded\": every rank writes its own shard of the weights and optimizer state at "
+             "once, nothing gathered (`headroom export --checkpoint` assembles the Hugging Face "
+             "file; not with lora.enabled). \"consolidated\": model.safetensors with Hugging Face "
+             "tensor names, written by rank 0. Either resumes on another world size "
+             "(docs/cli.md)."),
       boolean(HR_FIELD(checkpoint.save_initial), "Also save before the first step."),
       string(HR_FIELD(checkpoint.resume_from),
              "A checkpoint folder (<checkpoint.dir>/step-N) to continue from: weights, AdamW "

@@ -453,6 +453,16 @@ void SafetensorsIndex::read_raw(const SafetensorsEntry& entry, void* dst) const 
   read_exact(fd.get(), entry.file, entry.offset, dst, entry.nbytes);
 }
 
+void SafetensorsIndex::read_range(const SafetensorsEntry& entry, uint64_t byte_offset,
+                                  uint64_t nbytes, void* dst) const {
+  HR_CHECK(byte_offset <= entry.nbytes && nbytes <= entry.nbytes - byte_offset,
+           entry.file + ": " + entry.name + ": a range past the tensor's end");
+  if (nbytes == 0) return;
+  Fd fd(entry.file, O_RDONLY | O_CLOEXEC);
+  if (fd.get() < 0) io_error(entry.file, "cannot open");
+  read_exact(fd.get(), entry.file, entry.offset + byte_offset, dst, nbytes);
+}
+
 // --- writing ------------------------------------------------------------------
 
 SafetensorsWriter::SafetensorsWriter(std::string path, std::map<std::string, std::string> metadata)

@@ -89,6 +89,11 @@ class SafetensorsIndex {
   void read(std::string_view name, void* dst, DType dtype, const std::vector<int64_t>& shape) const;
   // Reads the stored bytes as they are (e.g. F16, for a loader that casts).
   void read_raw(const SafetensorsEntry& entry, void* dst) const;
+  // Reads `nbytes` stored bytes of `entry` starting `byte_offset` into it:
+  // part of a tensor without the rest (resharding, a streamed export). A
+  // range past the tensor's end is an InternalError.
+  void read_range(const SafetensorsEntry& entry, uint64_t byte_offset, uint64_t nbytes,
+                  void* dst) const;
 
  private:
   std::string source_;

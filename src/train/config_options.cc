@@ -23,8 +23,9 @@ void refuse_unbuilt_features(const ExperimentConfig& c) {
       c.attention.mask == AttentionSection::Mask::kDflashBlock)
     refuse("attention.mask = \"" + std::string(name_of(c.attention.mask)) + "\"",
            "use \"causal\" (causal within each packed document) or \"sliding_window\"");
-  if (c.checkpoint.format == CheckpointSection::Format::kSharded)
-    refuse("checkpoint.format = \"sharded\"", "use \"consolidated\"");
+  if (c.checkpoint.format == CheckpointSection::Format::kSharded && c.lora.enabled)
+    refuse("checkpoint.format = \"sharded\" with lora.enabled = true",
+           "a LoRA run saves only its adapters, in PEFT's layout; use \"consolidated\"");
   if (c.optimizer.master_dtype != Precision::kFp32)
     refuse("optimizer.master_dtype = \"" + std::string(name_of(c.optimizer.master_dtype)) + "\"",
            "the master weights and AdamW's moments are fp32 in this build; use \"fp32\"");
@@ -228,6 +229,7 @@ RunSettings run_settings_of(const ExperimentConfig& config, RunMode mode, int wo
       config.checkpoint.dir.empty() ? s.run_dir / "checkpoints" : fs::path(config.checkpoint.dir);
   s.save_every = config.checkpoint.save_every;
   s.save_initial = config.checkpoint.save_initial;
+  s.save_sharded = config.checkpoint.format == CheckpointSection::Format::kSharded;
   // A plan makes the allocations of a fresh run: it reads no checkpoint.
   if (mode == RunMode::kTrain) {
     s.resume_from = config.checkpoint.resume_from;
@@ -349,6 +351,7 @@ std::string to_text(const RunSettings& s) {
   line("checkpoint_dir", s.checkpoint_dir.string());
   line("save_every", s.save_every);
   line("save_initial", s.save_initial);
+  line("save_sharded", s.save_sharded);
   line("resume_from", s.resume_from);
   line("resume_auto", s.resume_auto);
   line("collective_timeout_seconds", s.collective_timeout_seconds);

@@ -78,6 +78,7 @@ struct RunSettings {
   std::filesystem::path checkpoint_dir;  // checkpoint.dir, or <run_dir>/checkpoints
   int64_t save_every = 0;                // checkpoint.save_every
   bool save_initial = false;             // checkpoint.save_initial
+  bool save_sharded = false;             // checkpoint.format = "sharded"
   std::string resume_from;               // checkpoint.resume_from; "" in a plan
   bool resume_auto = false;              // checkpoint.resume = "auto"; false in a plan
   // run.collective_timeout in seconds: how long one collective may take
@@ -98,7 +99,7 @@ struct RunSettings {
 // Reads the file model.hf_config names. Throws UsageError naming the key for
 // what this build cannot run: attention.backend = "dense_additive",
 // attention.mask = "document" / "dflash_block", checkpoint.format =
-// "sharded", optimizer.master_dtype = "bf16", `train` of run.backend =
+// "sharded" with lora.enabled, optimizer.master_dtype = "bf16", `train` of run.backend =
 // "cuda", and a data.synthetic_lengths that does not parse.
 RunSettings run_settings_of(const ExperimentConfig& config, RunMode mode, int world_size = 1,
                             int rank = 0);

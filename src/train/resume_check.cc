@@ -6,6 +6,7 @@
 #include "model/weights.h"
 #include "train/config_options.h"
 #include "train/run_folder.h"
+#include "train/sharded_checkpoint.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -16,7 +17,11 @@ TrainState check_resume(const ExperimentConfig& config, const ModelConfig& model
   try {
     if (!path_exists("checkpoint.resume_from", resume_dir)) throw UsageError("no such folder");
     TrainState state = read_train_state(resume_dir);
-    if (config.lora.enabled) {
+    if (state.sharded_format) {
+      // Every rank file the index names, and the index against this model.
+      check_sharded_checkpoint(read_shard_index(resume_dir), transformer_layouts(model),
+                               config.model.dtype == Precision::kBf16 ? DType::kBF16 : DType::kF32);
+    } else if (config.lora.enabled) {
       check_adapter(model, lora_options_of(config), resume_dir);
     } else {
       const std::string weights = resume_dir + "/model.safetensors";

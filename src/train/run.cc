@@ -26,6 +26,7 @@
 #include "train/resume_check.h"
 #include "train/run_files.h"
 #include "train/run_folder.h"
+#include "train/sharded_checkpoint.h"
 #include "train/trace_growth.h"
 #include "train/trainer.h"
 #include "util/atomic_file.h"
@@ -347,7 +348,9 @@ RunResult Run::execute(RunObserver& observer) {
     {
       PhaseScope scope(allocator, Phase::kInit);
       model.init_random(s.init_seed);
-      if (resuming_ && !s.transformer.lora.enabled)
+      if (resuming_ && resume_state_.sharded_format)
+        load_sharded_weights(*backend, model, read_shard_index(s.resume_from));
+      else if (resuming_ && !s.transformer.lora.enabled)
         load_weights(*backend, model, s.resume_from + "/model.safetensors");
       else if (!s.weights.empty())
         load_weights(*backend, model, s.weights);
@@ -365,7 +368,10 @@ RunResult Run::execute(RunObserver& observer) {
     int64_t first_step = 0;
     if (resuming_) {
       try {
-        const TrainState state = load_train_state(optimizer, s.resume_from, rank, optimizer_shards);
+        // Any world size and ZeRO stage: each rank reads its part under
+        // this run's sharding (train/sharded_checkpoint.h).
+        const TrainState state = load_train_state(optimizer, model.layouts(), s.resume_from, rank,
+                                                  world_size, zero.shards_optimizer());
         trainer.restore_counts(state.updates, state.skipped);
         batcher.set_cursor(Cursor{state.data_epoch, state.data_position});
         first_step = state.step;
@@ -376,29 +382,44 @@ RunResult Run::execute(RunObserver& observer) {
     }
     result.first_step = result.next_step = first_step;
 
-    // A checkpoint: the weights (HF layout, written by the lead; under
-    // ZeRO-3 every rank takes part in gathering them), every optimizer
-    // shard, then the trainer state that marks the folder complete.
+    // A checkpoint. Consolidated: the weights (HF layout, written by the
+    // lead; under ZeRO-3 every rank takes part in gathering them), every
+    // optimizer shard. Sharded: every rank writes its part of both at once,
+    // nothing gathered, and the lead the index. Then the trainer state that
+    // marks the folder complete, once every rank's files are in place.
     auto save = [&](int64_t steps_done) {
       commit();
       const std::string dir = (s.checkpoint_dir / ("step-" + std::to_string(steps_done))).string();
       const SaveRole role = lead ? SaveRole::kWrite : SaveRole::kGatherOnly;
-      if (s.transformer.lora.enabled)
-        save_adapter(*backend, model, dir, base_model_name(config_), role);
-      else
-        save_checkpoint(*backend, model, dir, role);
-      comm_.barrier();
-      if (lead || sharded) save_optimizer_state(optimizer, dir, rank, optimizer_shards);
-      comm_.barrier();
+      const auto save_start = std::chrono::steady_clock::now();
+      if (s.save_sharded) {
+        if (lead) prepare_sharded_folder(dir);
+        comm_.barrier();
+        save_shard(*backend, model, zero, optimizer, dir, rank, world_size);
+        if (lead) save_shard_index(model, zero, optimizer, dir, world_size);
+        comm_.barrier();
+      } else {
+        if (s.transformer.lora.enabled)
+          save_adapter(*backend, model, dir, base_model_name(config_), role);
+        else
+          save_checkpoint(*backend, model, dir, role);
+        comm_.barrier();
+        if (lead || sharded) save_optimizer_state(optimizer, dir, rank, optimizer_shards);
+        comm_.barrier();
+      }
       const Cursor cursor = batcher.cursor();
       // Which config wrote it (checkpoint.resume = "auto" continues only its
       // own), then the marker that makes the folder complete.
       if (lead) write_file_atomically(dir + "/" + kRunConfigFile, run_identity(config_));
       if (lead)
-        save_trainer_state(TrainState{steps_done, trainer.updates(), trainer.skipped_steps(),
-                                      cursor.epoch, cursor.position, optimizer_shards},
-                           dir);
+        save_trainer_state(
+            TrainState{steps_done, trainer.updates(), trainer.skipped_steps(), cursor.epoch,
+                       cursor.position, s.save_sharded ? world_size : optimizer_shards,
+                       s.save_sharded},
+            dir);
       result.checkpoint = dir;
+      result.checkpoint_seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - save_start).count());
       observer.on_checkpoint_saved(steps_done, dir);
     };
     if (saving && s.save_initial && !resuming_) save(0);

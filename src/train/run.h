@@ -70,7 +70,10 @@ struct RunResult {
   int64_t first_step = 0;  // 0, or the step a resumed run continued with
   int64_t next_step = 0;   // steps completed in all: a resume continues with this one
   std::filesystem::path trace_path;
-  std::string checkpoint;          // the last checkpoint folder saved; "" when none was
+  std::string checkpoint;  // the last checkpoint folder saved; "" when none was
+  // Wall seconds of each checkpoint save, in order (on rank 0: from the
+  // first write until the folder is complete on every rank).
+  std::vector<double> checkpoint_seconds;
   std::optional<Postmortem> oom;   // kOutOfMemory
   std::string message;             // kNonFinite: why the run stopped, naming the key
   double last_loss = 0;            // of the last step; NaN in a plan

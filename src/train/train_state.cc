@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/safetensors.h"
+#include "train/sharded_checkpoint.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/json_error.h"
@@ -51,12 +52,14 @@ int64_t integer_at(const nlohmann::json& j, const std::string& key, const std::s
 void discard_checkpoint(const std::string& dir) {
   std::error_code ignored;
   fs::remove(json_path(dir), ignored);  // the marker first
-  for (const char* name : {"model.safetensors", "config.json", "adapter_model.safetensors",
-                           "adapter_config.json", "optimizer.safetensors", "run_config.toml"})
+  for (const char* name :
+       {"model.safetensors", "config.json", "adapter_model.safetensors", "adapter_config.json",
+        "optimizer.safetensors", "run_config.toml", kShardIndexFile})
     fs::remove(fs::path(dir) / name, ignored);
   for (fs::directory_iterator it(dir, ignored), end; !ignored && it != end; it.increment(ignored)) {
     const std::string name = it->path().filename().string();
-    if (name.starts_with("optimizer.rank") && name.ends_with(".safetensors"))
+    if ((name.starts_with("optimizer.rank") || name.starts_with("shard.rank")) &&
+        name.ends_with(".safetensors"))
       fs::remove(it->path(), ignored);
   }
   fs::remove(dir, ignored);  // only if empty: nothing of the user's goes
@@ -69,10 +72,10 @@ void save_optimizer_state(AdamW& optimizer, const std::string& dir, int rank, in
     SafetensorsWriter writer(tensors_path(dir, rank, shards), {{"format", "headroom-adamw"}});
     const auto tensors = optimizer.state();
     for (const auto& [name, tensor] : tensors)
-      writer.declare(name, DType::kF32, tensor->shape());
-    std::vector<float> host;
+      writer.declare(name, tensor->dtype(), tensor->shape());
+    std::vector<char> host;
     for (const auto& [name, tensor] : tensors) {
-      host.resize(static_cast<size_t>(tensor->numel()));
+      host.resize(tensor->nbytes());
       optimizer.state_backend().copy_to_host(*tensor, host.data());
       writer.write(name, host.data());
     }
@@ -91,6 +94,7 @@ void save_trainer_state(const TrainState& state, const std::string& dir) {
   j["skipped"] = state.skipped;
   j["data_cursor"] = {{"epoch", state.data_epoch}, {"position", state.data_position}};
   j["optimizer_shards"] = state.optimizer_shards;
+  if (state.sharded_format) j["format"] = "sharded";
   try {
     write_file_atomically(json_path(dir), j.dump(2) + "\n");
   } catch (...) {
@@ -128,6 +132,12 @@ TrainState read_train_state(const std::string& dir) {
   state.data_position = integer_at(j, "data_cursor.position", path);
   state.optimizer_shards =
       j.contains("optimizer_shards") ? integer_at(j, "optimizer_shards", path) : 1;
+  if (j.contains("format")) {
+    if (!j["format"].is_string() || (j["format"] != "sharded" && j["format"] != "consolidated"))
+      throw UsageError(path + ": \"format\" must be \"sharded\" or \"consolidated\", got " +
+                       j["format"].dump());
+    state.sharded_format = j["format"] == "sharded";
+  }
   if (state.updates + state.skipped != state.step)
     throw UsageError(path + ": updates (" + std::to_string(state.updates) + ") + skipped (" +
                      std::to_string(state.skipped) + ") must equal step (" +
@@ -135,23 +145,11 @@ TrainState read_train_state(const std::string& dir) {
   return state;
 }
 
-TrainState load_train_state(AdamW& optimizer, const std::string& dir, int rank, int64_t shards) {
+TrainState load_train_state(AdamW& optimizer, const std::vector<GroupLayout>& layouts,
+                            const std::string& dir, int rank, int world_size,
+                            bool sharded_optimizer) {
   const TrainState state = read_train_state(dir);
-  if (state.optimizer_shards != shards)
-    throw UsageError(json_path(dir) + ": the optimizer state is in " +
-                     std::to_string(state.optimizer_shards) + " shard(s); this run needs " +
-                     std::to_string(shards) +
-                     " (resume with the world size and zero.stage that wrote it)");
-  const SafetensorsIndex index = SafetensorsIndex::open(tensors_path(dir, rank, shards));
-  std::vector<float> host;
-  for (const auto& [name, tensor] : optimizer.state()) {
-    host.resize(static_cast<size_t>(tensor->numel()));
-    // read() names the file and the tensor when it is missing or its dtype
-    // or shape differ.
-    index.read(name, host.data(), DType::kF32, tensor->shape());
-    Backend& states = optimizer.state_backend();
-    if (states.kind() != BackendKind::kMeta) states.copy_from_host(host.data(), *tensor);
-  }
+  load_optimizer_resharded(optimizer, layouts, dir, state, rank, world_size, sharded_optimizer);
   return state;
 }
 

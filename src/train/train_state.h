@@ -8,11 +8,18 @@
 //                          optimizer.rank<R>.safetensors, each rank's shards
 //   trainer_state.json     {"step", "updates", "skipped", "data_cursor":
 //                          {"epoch", "position"}, "optimizer_shards",
-//                          "format_version": 1}
+//                          "format_version": 1}, and "format": "sharded"
+//                          in a checkpoint.format = "sharded" folder
+//                          (train/sharded_checkpoint.h: shard.rank<R>.
+//                          safetensors and shard_index.json instead of
+//                          model.safetensors and the optimizer files)
+// The data cursor counts bins of the global stream (all ranks together,
+// data/batcher.h), so it carries over to any world size.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "train/optimizer.h"
@@ -26,6 +33,7 @@ struct TrainState {
   int64_t data_epoch = 0;
   int64_t data_position = 0;
   int64_t optimizer_shards = 1;  // optimizer files: 1, or one per rank (ZeRO stage >= 1)
+  bool sharded_format = false;   // checkpoint.format = "sharded" wrote it
 
   bool operator==(const TrainState&) const = default;
 };
@@ -56,11 +64,14 @@ void save_train_state(AdamW& optimizer, const TrainState& state, const std::stri
 // the file and the key.
 TrainState read_train_state(const std::string& dir);
 
-// Reads the state back, filling `optimizer`'s tensors from this rank's file.
-// A checkpoint with another number of optimizer shards than `shards`, a
-// tensor missing from the file, or one of another shape (a different model,
-// dtype or world size) is a UsageError naming the file and the tensor.
-TrainState load_train_state(AdamW& optimizer, const std::string& dir, int rank = 0,
-                            int64_t shards = 1);
+// Reads the state back, filling `optimizer`'s tensors with this rank's part
+// under the current sharding (`world_size` ranks; `sharded_optimizer`: ZeRO
+// >= 1 on several), from a checkpoint of either format written by any world
+// size (load_optimizer_resharded). A tensor missing from the files, or one of
+// another dtype (a different model or optimizer), is a UsageError naming
+// the file and the tensor.
+TrainState load_train_state(AdamW& optimizer, const std::vector<GroupLayout>& layouts,
+                            const std::string& dir, int rank = 0, int world_size = 1,
+                            bool sharded_optimizer = false);
 
 }  // namespace headroom

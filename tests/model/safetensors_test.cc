@@ -196,6 +196,20 @@ TEST(Safetensors, WritingInPartsGivesTheSameFile) {
   EXPECT_EQ(read_file(dir.file("parts.safetensors")), read_file(dir.file("whole.safetensors")));
 }
 
+TEST(Safetensors, ReadRangeReadsPartOfATensor) {
+  TempDir dir;
+  Sample sample;
+  sample.write_file(dir.file("s.safetensors"));
+  const SafetensorsIndex index = SafetensorsIndex::open(dir.file("s.safetensors"));
+  const SafetensorsEntry& z = index.at("z.weight");
+  const auto* w = reinterpret_cast<const char*>(sample.w.data());
+  std::vector<char> part(13);
+  index.read_range(z, 7, 13, part.data());
+  EXPECT_EQ(std::string(part.begin(), part.end()), std::string(w + 7, 13));
+  index.read_range(z, z.nbytes, 0, part.data());  // nothing, at the end
+  EXPECT_THROW(index.read_range(z, z.nbytes - 4, 8, part.data()), InternalError);
+}
+
 TEST(Safetensors, FolderWithModelSafetensors) {
   TempDir dir;
   Sample sample;

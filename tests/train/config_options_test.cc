@@ -111,7 +111,7 @@ std::map<std::string, KeyCase> key_cases(const std::string& hf_a, const std::str
       {"checkpoint.activations", {"\"full\""}},
       {"checkpoint.save_every", {"5"}},
       {"checkpoint.dir", {"\"ckpt\""}},
-      {"checkpoint.format", {"\"sharded\"", {}, true}},
+      {"checkpoint.format", {"\"sharded\""}},
       {"checkpoint.save_initial", {"true"}},
       {"checkpoint.resume_from", {"\"ckpt/step-2\""}},
       {"checkpoint.resume", {"\"auto\""}},
