@@ -46,15 +46,27 @@ void check_disjoint(std::string_view op, const Operand& x, const Operand& y) {
 
 void check_params(std::string_view op, const AttentionParams& p) {
   std::string values = " (heads " + str(p.heads) + ", kv_heads " + str(p.kv_heads) + ", head_dim " +
-                       str(p.head_dim) + ", block_size " + str(p.block_size) + ", window " +
-                       str(p.window) + ", scale " + value_string(p.scale) + ")";
+                       str(p.head_dim) + ", block_size " + str(p.block_size) + ", mask " +
+                       std::string(name_of(p.mask)) + ", window " + str(p.window) +
+                       ", mask_block " + str(p.mask_block) + ", scale " + value_string(p.scale) +
+                       ")";
   if (p.heads < 1 || p.kv_heads < 1 || p.heads % p.kv_heads != 0)
     fail_op(op, "heads must be a positive multiple of kv_heads" + values);
   if (p.head_dim < 1 || p.head_dim > kMaxAttentionHeadDim)
     fail_op(op, "head_dim must be in [1, " + str(kMaxAttentionHeadDim) + "]" + values);
   if (p.block_size < 1 || p.block_size > kMaxAttentionBlockSize)
     fail_op(op, "block_size must be in [1, " + str(kMaxAttentionBlockSize) + "]" + values);
-  if (p.window < 0) fail_op(op, "window must be >= 0 (0: no window)" + values);
+  // A parameter of another kind is a caller's slip, never a default.
+  const bool sliding = p.mask == AttentionMaskKind::kSlidingWindow;
+  const bool dflash = p.mask == AttentionMaskKind::kDflashBlock;
+  if (sliding ? p.window < 1 : p.window != 0)
+    fail_op(op, std::string(sliding ? "window must be >= 1 for mask sliding_window"
+                                    : "window must be 0 unless mask is sliding_window") +
+                    values);
+  if (dflash ? p.mask_block < 1 : p.mask_block != 0)
+    fail_op(op, std::string(dflash ? "mask_block must be >= 1 for mask dflash_block"
+                                   : "mask_block must be 0 unless mask is dflash_block") +
+                    values);
   if (!(std::isfinite(p.scale) && p.scale > 0))
     fail_op(op, "scale must be finite and > 0 (usually 1 / sqrt(head_dim))" + values);
 }
@@ -81,7 +93,7 @@ AttentionDims check_common(std::string_view op, BackendKind backend, const Tenso
   d.kv_heads = params.kv_heads;
   d.head_dim = params.head_dim;
   d.block_size = params.block_size;
-  d.window = params.window;
+  d.mask = params.mask_spec();
   const int64_t t = d.tokens, hd = d.heads * d.head_dim, kvd = d.kv_heads * d.head_dim;
   const std::string hd_text = "T x H*D = " + str(t) + " x " + str(d.heads) + "*" + str(d.head_dim);
   const std::string kvd_text =

@@ -32,7 +32,7 @@ struct AttentionDims {
   int64_t kv_heads = 0;    // KV
   int64_t head_dim = 0;    // D
   int64_t block_size = 0;  // B
-  int64_t window = 0;      // 0: no window
+  AttentionMask mask;      // which keys each query sees
 
   int64_t group() const { return heads / kv_heads; }  // query heads per kv head
   int64_t tiles() const { return (tokens + block_size - 1) / block_size; }
@@ -45,7 +45,8 @@ void check_cu_seqlens(std::string_view op, const std::vector<int32_t>& cu_seqlen
 // q (T, H*D), k and v (T, KV*D), all one floating dtype; out (T, H*D) in q's
 // dtype; lse (H, T) fp32; params sane (H % KV == 0, scale finite and > 0,
 // 1 <= block_size <= kMaxAttentionBlockSize, 1 <= head_dim <=
-// kMaxAttentionHeadDim, window >= 0); outputs disjoint from every input and
+// kMaxAttentionHeadDim, window >= 1 exactly for sliding_window and 0 else,
+// mask_block >= 1 exactly for dflash_block and 0 else); outputs disjoint from every input and
 // from each other; cu_seqlens valid.
 AttentionDims check_attention_forward(BackendKind backend, const Tensor& q, const Tensor& k,
                                       const Tensor& v, const std::vector<int32_t>& cu_seqlens,

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/common/attention_mask.h"
 #include "backend/gemm_workspace.h"
 #include "backend/op.h"
 #include "backend/target_device.h"
@@ -39,9 +40,15 @@ struct AttentionParams {
   int64_t head_dim = 0;     // D
   int64_t block_size = 64;  // tile edge, for queries and keys alike
   float scale = 0;          // softmax scale, usually 1 / sqrt(D)
-  // 0: causal within each document. w > 0: also no key older than w - 1
-  // positions (sliding window; the query sees itself and w - 1 keys before it).
+  // Which keys each query sees (backend/common/attention_mask.h).
+  AttentionMaskKind mask = AttentionMaskKind::kDocument;
+  // sliding_window only (>= 1 there, 0 otherwise): the query sees itself and
+  // window - 1 keys before it, within its document.
   int64_t window = 0;
+  // dflash_block only (>= 1 there, 0 otherwise): tokens per block.
+  int64_t mask_block = 0;
+
+  AttentionMask mask_spec() const { return {mask, window, mask_block}; }
 };
 
 // AdamW with decoupled weight decay (Loshchilov & Hutter), bias-corrected.
@@ -156,7 +163,7 @@ class Backend final {
                        Tensor& d_up);
 
   // Flash attention on a packed batch: documents are [cu_seqlens[i],
-  // cu_seqlens[i+1]) of T; causal within each document, nothing across.
+  // cu_seqlens[i+1]) of T; params.mask says which keys each query sees.
   // q (T, H*D), k and v (T, KV*D); out (T, H*D) written; lse (H, T) fp32
   // written (the only thing saved besides q, k, v, out; the T x T scores are
   // never stored). Tiles fully masked are skipped; tiles fully visible skip

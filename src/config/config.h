@@ -114,9 +114,10 @@ struct AttentionSection {
   enum class Mask : uint8_t { kCausal, kDocument, kSlidingWindow, kDflashBlock };
 
   Backend backend = Backend::kBlockSparse;
-  Mask mask = Mask::kCausal;
-  int block_size = 64;  // tile edge of the block-sparse kernel and of dflash_block's blocks
-  int window = 0;       // sliding_window: tokens each query sees (itself included)
+  Mask mask = Mask::kDocument;
+  int block_size = 64;     // tile edge of the block-sparse kernel (not a mask parameter)
+  int window = 0;          // sliding_window: tokens each query sees (itself included)
+  int64_t mask_block = 0;  // dflash_block: tokens per block; no default (must be set)
 
   bool operator==(const AttentionSection&) const = default;
 };

@@ -113,11 +113,46 @@ std::vector<ConfigRule> build_rules() {
          return std::nullopt;
        }},
       {"attention.window", "attention.mask",
-       "attention.mask = \"sliding_window\" requires attention.window >= 1",
+       "attention.mask = \"sliding_window\" requires attention.window >= 1, every other "
+       "mask attention.window = 0",
        [](const ExperimentConfig& c) -> Complaint {
          if (c.attention.mask == AttentionSection::Mask::kSlidingWindow && c.attention.window < 1)
            return "must be >= 1 when attention.mask = \"sliding_window\", got " +
                   std::to_string(c.attention.window);
+         if (c.attention.mask != AttentionSection::Mask::kSlidingWindow && c.attention.window != 0)
+           return std::to_string(c.attention.window) +
+                  " is a sliding window's length, but attention.mask = \"" +
+                  std::string(name_of(c.attention.mask)) +
+                  "\"; set attention.window = 0 or attention.mask = \"sliding_window\"";
+         return std::nullopt;
+       }},
+      {"attention.mask_block", "attention.mask",
+       "attention.mask = \"dflash_block\" requires attention.mask_block >= 1, every other "
+       "mask attention.mask_block = 0",
+       [](const ExperimentConfig& c) -> Complaint {
+         // No default block: a silently assumed block length builds a wrong
+         // mask that still trains.
+         const bool dflash = c.attention.mask == AttentionSection::Mask::kDflashBlock;
+         if (dflash && c.attention.mask_block < 1)
+           return "must be >= 1 when attention.mask = \"dflash_block\", got " +
+                  std::to_string(c.attention.mask_block);
+         if (!dflash && c.attention.mask_block != 0)
+           return std::to_string(c.attention.mask_block) +
+                  " is a dflash block's length, but attention.mask = \"" +
+                  std::string(name_of(c.attention.mask)) +
+                  "\"; set attention.mask_block = 0 or attention.mask = \"dflash_block\"";
+         return std::nullopt;
+       }},
+      {"attention.mask", "batch.mode",
+       "attention.mask = \"causal\" requires batch.mode = \"packed\"",
+       [](const ExperimentConfig& c) -> Complaint {
+         // Padded rows are separate samples: one causal sequence over the
+         // whole micro-batch would let a row attend to the rows before it.
+         if (c.attention.mask == AttentionSection::Mask::kCausal &&
+             c.batch.mode == BatchSection::Mode::kPadded)
+           return std::string(
+               "\"causal\" attends across the whole pack, but batch.mode = \"padded\" keeps one "
+               "sample per row; use attention.mask = \"document\" (causal within each row)");
          return std::nullopt;
        }},
       {"zero.offload_optimizer", "zero.stage",

@@ -626,14 +626,23 @@ std::vector<ConfigKey> build_schema() {
              "logsumexp. \"dense_additive\": materializes a [B, H, S, S] additive mask and "
              "scores, as SDPA's math fallback does."),
       choice(HR_FIELD(attention.mask),
-             "Which keys each query sees: \"causal\"; \"document\" (causal within each packed "
-             "sample); \"sliding_window\" (causal, the last attention.window tokens); "
-             "\"dflash_block\" (DFlash draft blocks of attention.block_size)."),
+             "Which keys each query sees. \"document\": causal within each packed document (a "
+             "padded row is one document). \"causal\": one causal sequence over the whole pack, "
+             "across document boundaries (what naive packing does; packed mode only). "
+             "\"sliding_window\": causal within the document, the last attention.window tokens. "
+             "\"dflash_block\": each document cut into blocks of attention.mask_block tokens, "
+             "bidirectional within a block, every earlier block of the document visible, no "
+             "later one (DFlash-LoRA's block-diffusion mask)."),
       integer(HR_FIELD(attention.block_size), 1, 128,
-              "Tile edge of the block-sparse kernel, and the block length of \"dflash_block\". At "
-              "most 128: the cpu kernel keeps its tiles on each thread's stack."),
+              "Tile edge of the block-sparse kernel (queries and keys alike); changes speed, "
+              "never the mask. At most 128: the cpu kernel keeps its tiles on each thread's "
+              "stack."),
       integer(HR_FIELD(attention.window), 0, kMaxTokens,
-              "\"sliding_window\": tokens each query attends to, itself included."),
+              "\"sliding_window\": tokens each query attends to, itself included; 0 for the "
+              "other masks."),
+      integer(HR_FIELD(attention.mask_block), 0, kMaxTokens,
+              "\"dflash_block\": tokens per block (DFlash's block_size, e.g. 16); no default, "
+              "0 for the other masks."),
 
       // [loss]
       integer(HR_FIELD(loss.chunk_size), 0, kMaxTokens,

@@ -153,7 +153,9 @@ Transformer::Transformer(Backend& backend, const ModelConfig& config,
   attention_.kv_heads = config.num_kv_heads;
   attention_.head_dim = config.head_dim;
   attention_.block_size = options.attention_block_size;
+  attention_.mask = options.attention_mask;
   attention_.window = options.attention_window;
+  attention_.mask_block = options.attention_mask_block;
   attention_.scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
 
   block_index_.assign(kNumBlockParams, -1);

@@ -51,9 +51,11 @@ struct LoraOptions {
 };
 
 struct TransformerOptions {
-  DType dtype = DType::kF32;  // parameters, activations and their gradients
-  int64_t attention_block_size = 64;
-  int64_t attention_window = 0;
+  DType dtype = DType::kF32;          // parameters, activations and their gradients
+  int64_t attention_block_size = 64;  // the kernel's tile edge
+  AttentionMaskKind attention_mask = AttentionMaskKind::kDocument;
+  int64_t attention_window = 0;      // sliding_window only
+  int64_t attention_mask_block = 0;  // dflash_block only
   // 0: keep every block's activations; k: blocks l with l % k == 0 keep only
   // their input and recompute the rest inside backward ("full" is k = 1).
   int checkpoint_interval = 0;

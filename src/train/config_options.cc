@@ -19,10 +19,6 @@ void refuse_unbuilt_features(const ExperimentConfig& c) {
   };
   if (c.attention.backend == AttentionSection::Backend::kDenseAdditive)
     refuse("attention.backend = \"dense_additive\"", "use \"block_sparse\"");
-  if (c.attention.mask == AttentionSection::Mask::kDocument ||
-      c.attention.mask == AttentionSection::Mask::kDflashBlock)
-    refuse("attention.mask = \"" + std::string(name_of(c.attention.mask)) + "\"",
-           "use \"causal\" (causal within each packed document) or \"sliding_window\"");
   if (c.checkpoint.format == CheckpointSection::Format::kSharded && c.lora.enabled)
     refuse("checkpoint.format = \"sharded\" with lora.enabled = true",
            "a LoRA run saves only its adapters, in PEFT's layout; use \"consolidated\"");
@@ -47,6 +43,20 @@ BackendKind backend_of(const ExperimentConfig& config, RunMode mode) {
       "to plan a cuda run's memory");
 }
 
+AttentionMaskKind attention_mask_of(AttentionSection::Mask mask) {
+  switch (mask) {
+    case AttentionSection::Mask::kCausal:
+      return AttentionMaskKind::kCausal;
+    case AttentionSection::Mask::kSlidingWindow:
+      return AttentionMaskKind::kSlidingWindow;
+    case AttentionSection::Mask::kDflashBlock:
+      return AttentionMaskKind::kDflashBlock;
+    case AttentionSection::Mask::kDocument:
+      break;
+  }
+  return AttentionMaskKind::kDocument;
+}
+
 DType dtype_of(Precision precision) {
   return precision == Precision::kBf16 ? DType::kBF16 : DType::kF32;
 }
@@ -55,8 +65,10 @@ TransformerOptions transformer_options_of(const ExperimentConfig& config) {
   TransformerOptions o;
   o.dtype = dtype_of(config.model.dtype);
   o.attention_block_size = config.attention.block_size;
-  o.attention_window =
-      config.attention.mask == AttentionSection::Mask::kSlidingWindow ? config.attention.window : 0;
+  o.attention_mask = attention_mask_of(config.attention.mask);
+  // The rules (config/rules.cc) already hold each parameter to its kind.
+  o.attention_window = config.attention.window;
+  o.attention_mask_block = config.attention.mask_block;
   o.checkpoint_interval = config.checkpoint.activations;
   o.loss.chunk_size = config.loss.chunk_size;
   o.loss.save_softmax = config.loss.mode == LossSection::Mode::kSave;
@@ -281,7 +293,9 @@ std::string to_text(const RunSettings& s) {
   const TransformerOptions& t = s.transformer;
   line("transformer.dtype", name_of(t.dtype));
   line("transformer.attention_block_size", t.attention_block_size);
+  line("transformer.attention_mask", name_of(t.attention_mask));
   line("transformer.attention_window", t.attention_window);
+  line("transformer.attention_mask_block", t.attention_mask_block);
   line("transformer.checkpoint_interval", t.checkpoint_interval);
   line("transformer.loss.chunk_size", t.loss.chunk_size);
   line("transformer.loss.save_softmax", t.loss.save_softmax);

@@ -1,8 +1,10 @@
 // Harness cases of attention_forward and attention_backward: packed
 // documents (1-token ones, an empty one), T not a multiple of the block,
-// GQA and MQA, sliding windows, T = 0. The float64 reference materializes
-// each head's masked T x T probabilities from the mask's definition (same
-// document, causal, inside the window).
+// GQA and MQA, every mask kind (document, causal across documents, sliding
+// windows, dflash blocks of awkward lengths), T = 0. The float64 reference
+// materializes each head's masked T x T probabilities from the mask's
+// definition (document, position within it, block of the position), never
+// from backend/common/attention_mask.h.
 #include <cmath>
 #include <limits>
 
@@ -22,6 +24,10 @@ struct AttentionShape {
   int64_t block = 64;
   int64_t window = 0;
   bool fd = false;
+  AttentionMaskKind mask = AttentionMaskKind::kDocument;  // sliding_window when window > 0
+  int64_t mask_block = 0;                                 // dflash_block's
+
+  AttentionMaskKind kind() const { return window > 0 ? AttentionMaskKind::kSlidingWindow : mask; }
 
   int64_t tokens() const {
     int64_t t = 0;
@@ -42,7 +48,9 @@ struct AttentionShape {
     p.head_dim = head_dim;
     p.block_size = block;
     p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+    p.mask = kind();
     p.window = window;
+    p.mask_block = mask_block;
     return p;
   }
   std::string name() const {
@@ -55,6 +63,8 @@ struct AttentionShape {
     if (empty_doc) s += "_with_empty";
     if (block != 64) s += "_B" + std::to_string(block);
     if (window != 0) s += "_window" + std::to_string(window);
+    if (mask == AttentionMaskKind::kCausal) s += "_causal";
+    if (mask == AttentionMaskKind::kDflashBlock) s += "_dflash" + std::to_string(mask_block);
     return s;
   }
 };
@@ -69,6 +79,13 @@ std::vector<AttentionShape> attention_shapes() {
       {kBF16, {70}, 4, 1, 64},                     // head_dim 64, T not a multiple of 64
       {kBF16, {1, 64, 63, 1}, 2, 1, 32, 128, 40},  // largest block, window
       {kF32, {0}, 2, 2, 4, 16},                    // T = 0: one empty document
+      // causal across documents; dflash blocks that straddle tiles and
+      // documents, of one token, of a whole document.
+      {kF32, {50, 1, 79}, 4, 2, 16, 64, 0, false, AttentionMaskKind::kCausal},
+      {kF32, {50, 1, 79}, 4, 2, 16, 32, 0, false, AttentionMaskKind::kDflashBlock, 7},
+      {kBF16, {100, 30}, 2, 1, 8, 16, 0, false, AttentionMaskKind::kDflashBlock, 40},
+      {kF32, {13, 0, 9}, 2, 2, 8, 4, 0, false, AttentionMaskKind::kDflashBlock, 1},
+      {kF32, {13, 9}, 2, 2, 8, 4, 0, false, AttentionMaskKind::kDflashBlock, 64},
   };
 }
 
@@ -79,19 +96,32 @@ std::vector<double> probabilities(const AttentionShape& s, const std::vector<dou
   const int64_t t_count = s.tokens(), d = s.head_dim, g = h / (s.heads / s.kv_heads);
   const int64_t qw = s.heads * d, kw = s.kv_heads * d;
   const double scale = s.params().scale;
-  std::vector<int64_t> doc(static_cast<size_t>(t_count));
+  std::vector<int64_t> doc(static_cast<size_t>(t_count)), pos(static_cast<size_t>(t_count));
   std::vector<int32_t> cu = s.cu_seqlens();
   for (size_t n = 0; n + 1 < cu.size(); ++n)
-    for (int32_t t = cu[n]; t < cu[n + 1]; ++t)
+    for (int32_t t = cu[n]; t < cu[n + 1]; ++t) {
       doc[static_cast<size_t>(t)] = static_cast<int64_t>(n);
+      pos[static_cast<size_t>(t)] = t - cu[n];
+    }
   auto visible = [&](int64_t i, int64_t j) {
-    return doc[static_cast<size_t>(i)] == doc[static_cast<size_t>(j)] && j <= i &&
-           (s.window == 0 || i - j < s.window);
+    const bool same = doc[static_cast<size_t>(i)] == doc[static_cast<size_t>(j)];
+    const int64_t pi = pos[static_cast<size_t>(i)], pj = pos[static_cast<size_t>(j)];
+    switch (s.kind()) {
+      case AttentionMaskKind::kCausal:
+        return j <= i;
+      case AttentionMaskKind::kSlidingWindow:
+        return same && j <= i && pi - pj < s.window;
+      case AttentionMaskKind::kDflashBlock:
+        return same && pj / s.mask_block <= pi / s.mask_block;
+      case AttentionMaskKind::kDocument:
+        break;
+    }
+    return same && j <= i;
   };
   std::vector<double> p(static_cast<size_t>(t_count * t_count), 0.0);
   for (int64_t i = 0; i < t_count; ++i) {
     double max = -std::numeric_limits<double>::infinity(), sum = 0;
-    for (int64_t j = 0; j <= i; ++j) {
+    for (int64_t j = 0; j < t_count; ++j) {
       if (!visible(i, j)) continue;
       double dot = 0;
       for (int64_t x = 0; x < d; ++x)
@@ -100,7 +130,7 @@ std::vector<double> probabilities(const AttentionShape& s, const std::vector<dou
       p[static_cast<size_t>(i * t_count + j)] = dot * scale;
       max = std::max(max, dot * scale);
     }
-    for (int64_t j = 0; j <= i; ++j)
+    for (int64_t j = 0; j < t_count; ++j)
       if (visible(i, j)) sum += std::exp(p[static_cast<size_t>(i * t_count + j)] - max);
     for (int64_t j = 0; j < t_count; ++j) {
       double& pij = p[static_cast<size_t>(i * t_count + j)];
@@ -121,7 +151,7 @@ Values forward_reference(const AttentionShape& s, const std::vector<double>& q,
     const int64_t g = h / (s.heads / s.kv_heads);
     std::vector<double> p = probabilities(s, q, k, h, &lse);
     for (int64_t i = 0; i < t_count; ++i)
-      for (int64_t j = 0; j <= i; ++j) {
+      for (int64_t j = 0; j < t_count; ++j) {
         double pij = p[static_cast<size_t>(i * t_count + j)];
         if (pij == 0) continue;
         for (int64_t x = 0; x < d; ++x)
@@ -148,7 +178,7 @@ Values backward_reference(const AttentionShape& s, const OpRun& run) {
       for (int64_t x = 0; x < d; ++x)
         delta += d_out[static_cast<size_t>(i * qw + h * d + x)] *
                  out[static_cast<size_t>(i * qw + h * d + x)];
-      for (int64_t j = 0; j <= i; ++j) {
+      for (int64_t j = 0; j < t_count; ++j) {
         const double pij = p[static_cast<size_t>(i * t_count + j)];
         if (pij == 0) continue;
         double dp = 0;
@@ -205,6 +235,8 @@ struct AttentionBackwardCase {
     std::vector<Params> list = attention_shapes();
     list.push_back({kF32, {5, 4}, 2, 1, 4, 4, 0, true});  // 3 tiles of 4, GQA
     list.push_back({kF32, {7}, 2, 2, 4, 4, 3, true});     // window
+    list.push_back({kF32, {5, 6}, 2, 1, 4, 4, 0, true, AttentionMaskKind::kCausal});
+    list.push_back({kF32, {9, 4}, 2, 1, 4, 4, 0, true, AttentionMaskKind::kDflashBlock, 3});
     return list;
   }
   static std::string name(const Params& p) { return p.name(); }

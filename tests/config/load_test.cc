@@ -59,7 +59,8 @@ TEST(ConfigDefaults, DescribeASmallCpuQuickstart) {
   EXPECT_EQ(c.batch.seq_len, 0);
   EXPECT_EQ(c.batch.grad_accum, 1);
   EXPECT_EQ(c.attention.backend, AttentionSection::Backend::kBlockSparse);
-  EXPECT_EQ(c.attention.mask, AttentionSection::Mask::kCausal);
+  EXPECT_EQ(c.attention.mask, AttentionSection::Mask::kDocument);
+  EXPECT_EQ(c.attention.mask_block, 0);
   EXPECT_EQ(c.attention.block_size, 64);
   EXPECT_EQ(c.loss.chunk_size, 0);
   EXPECT_EQ(c.loss.mode, LossSection::Mode::kRecompute);
@@ -120,6 +121,7 @@ seq_len = 2048
 backend = "dense_additive"
 mask = "dflash_block"
 block_size = 16
+mask_block = 16
 
 [loss]
 chunk_size = 1024
@@ -530,12 +532,39 @@ TEST(ConfigRules, SlidingWindowNeedsWindow) {
             "x.toml:3:10: attention.window: must be >= 1 when attention.mask = "
             "\"sliding_window\", got 0");
   EXPECT_EQ(load("[attention]\nmask = \"sliding_window\"\nwindow = 512\n").attention.window, 512);
+  EXPECT_EQ(error_of("[attention]\nwindow = 512\n"),
+            "x.toml:2:10: attention.window: 512 is a sliding window's length, but "
+            "attention.mask = \"document\"; set attention.window = 0 or attention.mask = "
+            "\"sliding_window\"");
+}
+
+TEST(ConfigRules, DflashBlockNeedsItsOwnBlockLength) {
+  // No default: the tile size (attention.block_size) is not the mask's block.
+  EXPECT_EQ(error_of("[attention]\nmask = \"dflash_block\"\n"),
+            "x.toml:2:8: attention.mask_block: must be >= 1 when attention.mask = "
+            "\"dflash_block\", got 0");
+  EXPECT_EQ(error_of("[attention]\nmask_block = 16\n"),
+            "x.toml:2:14: attention.mask_block: 16 is a dflash block's length, but "
+            "attention.mask = \"document\"; set attention.mask_block = 0 or attention.mask = "
+            "\"dflash_block\"");
+  EXPECT_EQ(load("[attention]\nmask = \"dflash_block\"\nmask_block = 16\n").attention.mask_block,
+            16);
+}
+
+TEST(ConfigRules, CausalAcrossThePackNeedsPackedBatches) {
+  EXPECT_EQ(error_of("[batch]\nmode = \"padded\"\nmicro_batch_size = 2\n[attention]\nmask = "
+                     "\"causal\"\n"),
+            "x.toml:5:8: attention.mask: \"causal\" attends across the whole pack, but "
+            "batch.mode = \"padded\" keeps one sample per row; use attention.mask = "
+            "\"document\" (causal within each row)");
+  EXPECT_EQ(load("[attention]\nmask = \"causal\"\n").attention.mask,
+            AttentionSection::Mask::kCausal);
 }
 
 TEST(ConfigRules, DenseAdditiveWithDflashBlockIsAllowed) {
   // Seed 000's setup: the slow path is legal, it is what `plan` is for.
   const ExperimentConfig c =
-      load("[attention]\nbackend = \"dense_additive\"\nmask = \"dflash_block\"\n");
+      load("[attention]\nbackend = \"dense_additive\"\nmask = \"dflash_block\"\nmask_block = 16\n");
   EXPECT_EQ(c.attention.backend, AttentionSection::Backend::kDenseAdditive);
   EXPECT_EQ(c.attention.mask, AttentionSection::Mask::kDflashBlock);
 }

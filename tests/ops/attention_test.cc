@@ -46,9 +46,15 @@ constexpr double kBf16Rel = 1.0 / 256;
 
 // ---- layouts ----
 
+// The mask: kDocument with window > 0 is a sliding window (so the older
+// layouts keep reading as they did); mask_block is dflash_block's.
 struct Layout {
   int64_t tokens = 0, heads = 0, kv_heads = 0, dim = 0, block = 0, window = 0;
+  AttentionMaskKind mask = AttentionMaskKind::kDocument;
+  int64_t mask_block = 0;
   std::vector<int32_t> cu;
+  AttentionMaskKind kind() const { return window > 0 ? AttentionMaskKind::kSlidingWindow : mask; }
+  AttentionMask mask_spec() const { return {kind(), window, mask_block}; }
   AttentionParams params() const {
     AttentionParams p;
     p.heads = heads;
@@ -56,13 +62,17 @@ struct Layout {
     p.head_dim = dim;
     p.block_size = block;
     p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
+    p.mask = kind();
     p.window = window;
+    p.mask_block = mask_block;
     return p;
   }
   std::string describe() const {
     std::string s = "T=" + std::to_string(tokens) + " H=" + std::to_string(heads) +
                     " KV=" + std::to_string(kv_heads) + " D=" + std::to_string(dim) +
-                    " B=" + std::to_string(block) + " window=" + std::to_string(window) + " cu=[";
+                    " B=" + std::to_string(block) + " mask=" + std::string(name_of(kind())) +
+                    " window=" + std::to_string(window) +
+                    " mask_block=" + std::to_string(mask_block) + " cu=[";
     for (size_t i = 0; i < cu.size(); ++i)
       s += (i ? "," : "") + std::to_string(cu[i]);
     return s + "]";
@@ -96,10 +106,50 @@ std::vector<int64_t> document_of(const Layout& l) {
   return doc;
 }
 
-// The mask, from its definition: same document, causal, inside the window.
-bool visible(const std::vector<int64_t>& doc, int64_t i, int64_t j, int64_t window) {
-  return doc[static_cast<size_t>(i)] == doc[static_cast<size_t>(j)] && j <= i &&
-         (window == 0 || i - j < window);
+// The mask as a dense T x T boolean matrix, built from each kind's
+// definition with positions counted token by token (never from
+// attention_mask.h's intervals, which it checks):
+//   document        same document, j <= i
+//   causal          j <= i
+//   sliding_window  same document, j <= i, pos(i) - pos(j) < window
+//   dflash_block    same document, block(j) <= block(i), block = pos / mask_block
+struct DenseMask {
+  int64_t tokens = 0;
+  std::vector<char> bits;  // [i * T + j]
+  bool operator()(int64_t i, int64_t j) const {
+    return bits[static_cast<size_t>(i * tokens + j)] != 0;
+  }
+};
+DenseMask dense_mask(const Layout& l) {
+  const int64_t t_count = l.tokens;
+  const std::vector<int64_t> doc = document_of(l);
+  std::vector<int64_t> pos(static_cast<size_t>(t_count), 0);
+  for (int64_t t = 1; t < t_count; ++t)
+    if (doc[static_cast<size_t>(t)] == doc[static_cast<size_t>(t - 1)])
+      pos[static_cast<size_t>(t)] = pos[static_cast<size_t>(t - 1)] + 1;
+  DenseMask m{t_count, std::vector<char>(static_cast<size_t>(t_count * t_count), 0)};
+  for (int64_t i = 0; i < t_count; ++i)
+    for (int64_t j = 0; j < t_count; ++j) {
+      const bool same = doc[static_cast<size_t>(i)] == doc[static_cast<size_t>(j)];
+      const int64_t pi = pos[static_cast<size_t>(i)], pj = pos[static_cast<size_t>(j)];
+      bool v = false;
+      switch (l.kind()) {
+        case AttentionMaskKind::kDocument:
+          v = same && j <= i;
+          break;
+        case AttentionMaskKind::kCausal:
+          v = j <= i;
+          break;
+        case AttentionMaskKind::kSlidingWindow:
+          v = same && j <= i && pi - pj < l.window;
+          break;
+        case AttentionMaskKind::kDflashBlock:
+          v = same && pj / l.mask_block <= pi / l.mask_block;
+          break;
+      }
+      m.bits[static_cast<size_t>(i * t_count + j)] = v;
+    }
+  return m;
 }
 
 // ---- float64 reference ----
@@ -125,12 +175,12 @@ std::vector<double> reference_probabilities(const Layout& l, const Inputs& in, i
                                             std::vector<double>* lse) {
   const int64_t t_count = l.tokens, d = l.dim, g = h / (l.heads / l.kv_heads);
   const double scale = static_cast<double>(l.params().scale);
-  const std::vector<int64_t> doc = document_of(l);
+  const DenseMask visible = dense_mask(l);
   std::vector<double> p(static_cast<size_t>(t_count * t_count), 0.0);
   for (int64_t i = 0; i < t_count; ++i) {
     double max = -std::numeric_limits<double>::infinity();
     for (int64_t j = 0; j < t_count; ++j) {
-      if (!visible(doc, i, j, l.window)) continue;
+      if (!visible(i, j)) continue;
       double s = 0;
       for (int64_t x = 0; x < d; ++x)
         s += at(in.q, i, l.heads * d, h * d + x) * at(in.k, j, l.kv_heads * d, g * d + x);
@@ -139,10 +189,9 @@ std::vector<double> reference_probabilities(const Layout& l, const Inputs& in, i
     }
     double sum = 0;
     for (int64_t j = 0; j < t_count; ++j)
-      if (visible(doc, i, j, l.window)) sum += std::exp(at(p, i, t_count, j) - max);
+      if (visible(i, j)) sum += std::exp(at(p, i, t_count, j) - max);
     for (int64_t j = 0; j < t_count; ++j)
-      at(p, i, t_count, j) =
-          visible(doc, i, j, l.window) ? std::exp(at(p, i, t_count, j) - max) / sum : 0.0;
+      at(p, i, t_count, j) = visible(i, j) ? std::exp(at(p, i, t_count, j) - max) / sum : 0.0;
     if (lse) (*lse)[static_cast<size_t>(h * t_count + i)] = max + std::log(sum);
   }
   return p;
@@ -305,7 +354,11 @@ TEST(AttentionTilePlan, CountsOnKnownLayouts) {
     std::vector<int32_t> cu;
     int64_t block, window;
     int64_t skipped, full, partial;
+    AttentionMaskKind mask = AttentionMaskKind::kDocument;
+    int64_t mask_block = 0;
   };
+  constexpr AttentionMaskKind kCausal = AttentionMaskKind::kCausal;
+  constexpr AttentionMaskKind kDflash = AttentionMaskKind::kDflashBlock;
   // T = 256, 4 x 4 tiles of 64.
   const Known known[] = {
       // One document: 4 diagonal tiles partial, the 6 below full, 6 above skipped.
@@ -323,12 +376,28 @@ TEST(AttentionTilePlan, CountsOnKnownLayouts) {
       {{0, 256}, 64, 128, 7, 3, 6},
       // Ragged: T = 7 in tiles of 4; 1-token documents.
       {{0, 1, 2, 7}, 4, 0, 1, 0, 3},
+      // causal ignores the documents: the boundary at 128 skips nothing.
+      {{0, 128, 256}, 64, 0, 6, 6, 4, kCausal},
+      // dflash blocks of one tile: every tile at or below the diagonal full.
+      {{0, 256}, 64, 0, 6, 10, 0, kDflash, 64},
+      // Blocks of 100 over tiles of 64 ([0,100), [100,200), [200,256)): rows
+      // 64..127 reach key 199, so tiles (0,1), (1,1..3), (2,3), (3,3) are
+      // partial, (0,2), (0,3) skipped, the rest full; tile (0, 1) lies
+      // above the diagonal and is computed: the interval assumption is gone.
+      {{0, 256}, 64, 0, 2, 8, 6, kDflash, 100},
+      // Two documents of 128 with blocks of 100: document 2's blocks start
+      // at 128 ([128,228), [228,256)).
+      {{0, 128, 256}, 64, 0, 8, 4, 4, kDflash, 100},
   };
   for (const Known& k : known) {
     const int64_t tokens = k.cu.back();
-    AttentionTilePlan plan = attention_tile_plan(k.cu, tokens, k.block, k.window);
+    const AttentionMask mask = k.window > 0
+                                   ? AttentionMask{AttentionMaskKind::kSlidingWindow, k.window, 0}
+                                   : AttentionMask{k.mask, 0, k.mask_block};
+    AttentionTilePlan plan = attention_tile_plan(k.cu, tokens, k.block, mask);
     SCOPED_TRACE("cu.back()=" + std::to_string(tokens) + " block=" + std::to_string(k.block) +
-                 " window=" + std::to_string(k.window));
+                 " mask=" + std::string(name_of(mask.kind)) + " window=" +
+                 std::to_string(k.window) + " mask_block=" + std::to_string(k.mask_block));
     EXPECT_EQ(plan.tiles, (tokens + k.block - 1) / k.block);
     EXPECT_EQ(plan.skipped, k.skipped);
     EXPECT_EQ(plan.full, k.full);
@@ -337,11 +406,11 @@ TEST(AttentionTilePlan, CountsOnKnownLayouts) {
 }
 
 // Each tile's kind from the mask's definition, pair by pair.
-TileKind brute_force_kind(const Layout& l, const std::vector<int64_t>& doc, int64_t i, int64_t j) {
+TileKind brute_force_kind(const Layout& l, const DenseMask& visible, int64_t i, int64_t j) {
   int64_t seen = 0, pairs = 0;
   for (int64_t a = i * l.block; a < std::min(l.tokens, (i + 1) * l.block); ++a)
     for (int64_t b = j * l.block; b < std::min(l.tokens, (j + 1) * l.block); ++b, ++pairs)
-      seen += visible(doc, a, b, l.window);
+      seen += visible(a, b);
   return seen == 0 ? TileKind::kSkipped : seen == pairs ? TileKind::kFull : TileKind::kPartial;
 }
 
@@ -351,25 +420,41 @@ TEST(AttentionTilePlan, MatchesBruteForceClassification) {
     Layout l;
     l.tokens = 1 + static_cast<int64_t>(rng() % 150);
     l.block = 1 + static_cast<int64_t>(rng() % 20);
-    l.window = (rng() % 3 == 0) ? 0 : 1 + static_cast<int64_t>(rng() % 40);
+    // Every kind; windows and dflash blocks shorter than a tile, equal to
+    // one, and spanning several, at lengths that fit neither.
+    switch (rng() % 4) {
+      case 0:
+        l.mask = AttentionMaskKind::kDocument;
+        break;
+      case 1:
+        l.mask = AttentionMaskKind::kCausal;
+        break;
+      case 2:
+        l.window = 1 + static_cast<int64_t>(rng() % 40);
+        break;
+      default:
+        l.mask = AttentionMaskKind::kDflashBlock;
+        l.mask_block = 1 + static_cast<int64_t>(rng() % 40);
+        break;
+    }
     l.cu = {0};
     while (l.cu.back() < l.tokens) {
       int32_t len = static_cast<int32_t>(rng() % 4 == 0 ? 0 : 1 + rng() % 30);  // some empty
       l.cu.push_back(std::min<int32_t>(static_cast<int32_t>(l.tokens), l.cu.back() + len));
     }
     SCOPED_TRACE(l.describe());
-    const std::vector<int64_t> doc = document_of(l);
-    AttentionTilePlan plan = attention_tile_plan(l.cu, l.tokens, l.block, l.window);
+    const DenseMask visible = dense_mask(l);
+    AttentionTilePlan plan = attention_tile_plan(l.cu, l.tokens, l.block, l.mask_spec());
     ASSERT_EQ(plan.tiles, (l.tokens + l.block - 1) / l.block);
     int64_t counts[3] = {0, 0, 0};
     for (int64_t i = 0; i < plan.tiles; ++i)
       for (int64_t j = 0; j < plan.tiles; ++j) {
-        const TileKind expected = brute_force_kind(l, doc, i, j);
+        const TileKind expected = brute_force_kind(l, visible, i, j);
         ASSERT_EQ(plan.kind(i, j), expected) << "tile (" << i << ", " << j << ")";
         ++counts[static_cast<int>(expected)];
         // The kernels visit exactly the computed tiles through the ranges.
-        const bool in_row = j >= plan.first_key_tile[i] && j <= i;
-        const bool in_column = i >= j && i <= plan.last_query_tile[j];
+        const bool in_row = j >= plan.first_key_tile[i] && j <= plan.last_key_tile[i];
+        const bool in_column = i >= plan.first_query_tile[j] && i <= plan.last_query_tile[j];
         ASSERT_EQ(in_row, expected != TileKind::kSkipped) << "row range, tile " << i << ", " << j;
         ASSERT_EQ(in_column, expected != TileKind::kSkipped)
             << "column range, tile " << i << ", " << j;
@@ -377,11 +462,12 @@ TEST(AttentionTilePlan, MatchesBruteForceClassification) {
     EXPECT_EQ(plan.skipped, counts[0]);
     EXPECT_EQ(plan.full, counts[1]);
     EXPECT_EQ(plan.partial, counts[2]);
-    // first_visible_key is the mask's row interval.
+    // visible_keys is the dense mask's row, and holds the row's own token.
     for (int64_t i = 0; i < l.tokens; ++i) {
-      int64_t first = first_visible_key(l.cu, i, l.window);
+      const KeyInterval keys = visible_keys(l.mask_spec(), l.cu, i);
+      ASSERT_TRUE(keys.lo <= i && i < keys.hi) << i;
       for (int64_t j = 0; j < l.tokens; ++j)
-        ASSERT_EQ(visible(doc, i, j, l.window), j >= first && j <= i) << i << ", " << j;
+        ASSERT_EQ(visible(i, j), j >= keys.lo && j < keys.hi) << i << ", " << j;
     }
   }
 }
@@ -399,10 +485,10 @@ std::vector<Layout> forward_layouts() {
       for (auto [heads, kv_heads] : {std::pair<int64_t, int64_t>{4, 2}, {6, 1}})
         for (int64_t dim : {8, 12, 64})
           for (Docs docs : {Docs::kOne, Docs::kMany, Docs::kWithEmpty})
-            for (int64_t window : {0, 5, 40}) {
-              // The full grid is 648 layouts; every value of every axis still
+            for (int64_t variant = 0; variant < 6; ++variant) {
+              // The full grid is 1296 layouts; every value of every axis still
               // meets every other in the pairs kept here.
-              if ((tokens + block + dim + static_cast<int64_t>(docs) + window + heads) % 3 != 0)
+              if ((tokens + block + dim + static_cast<int64_t>(docs) + variant + heads) % 3 != 0)
                 continue;
               Layout l;
               l.tokens = tokens;
@@ -410,7 +496,14 @@ std::vector<Layout> forward_layouts() {
               l.kv_heads = kv_heads;
               l.dim = dim;
               l.block = block;
-              l.window = window;
+              // document, windows of 5 and 40, causal, dflash blocks of 3 and 16.
+              const int64_t windows[] = {0, 5, 40, 0, 0, 0};
+              const int64_t blocks[] = {0, 0, 0, 0, 3, 16};
+              l.window = windows[variant];
+              l.mask_block = blocks[variant];
+              l.mask = variant == 3   ? AttentionMaskKind::kCausal
+                       : variant >= 4 ? AttentionMaskKind::kDflashBlock
+                                      : AttentionMaskKind::kDocument;
               l.cu = make_cu(tokens, docs);
               layouts.push_back(l);
             }
@@ -450,7 +543,7 @@ TEST(AttentionForward, SkippedTilesAreNeverRead) {
   l.dim = 8;
   l.block = 32;
   l.cu = {0, 64, 128};  // tiles (2|3, 0|1) are cross-document: skipped
-  AttentionTilePlan plan = attention_tile_plan(l.cu, l.tokens, l.block, 0);
+  AttentionTilePlan plan = attention_tile_plan(l.cu, l.tokens, l.block, l.mask_spec());
   ASSERT_EQ(plan.skipped, 16 - 6);
   auto poison_first_document = [&](std::vector<float>& k, std::vector<float>& v) {
     for (int64_t t = 0; t < 64; ++t)
@@ -504,6 +597,18 @@ std::vector<Layout> backward_layouts() {
   add(130, 6, 1, 64, 64, 0, Docs::kOne);
   add(130, 4, 2, 64, 16, 0, Docs::kWithEmpty);
   add(61, 4, 1, 12, 16, 9, Docs::kMany);
+  auto add_mask = [&](AttentionMaskKind mask, int64_t mask_block) {
+    layouts.back().mask = mask;
+    layouts.back().mask_block = mask_block;
+  };
+  add(130, 4, 2, 8, 32, 0, Docs::kMany);
+  add_mask(AttentionMaskKind::kCausal, 0);
+  add(130, 4, 2, 8, 32, 0, Docs::kMany);
+  add_mask(AttentionMaskKind::kDflashBlock, 7);  // blocks within and across tiles
+  add(130, 6, 1, 64, 16, 0, Docs::kOne);
+  add_mask(AttentionMaskKind::kDflashBlock, 50);  // blocks spanning tiles: above the diagonal
+  add(37, 4, 2, 12, 16, 0, Docs::kWithEmpty);
+  add_mask(AttentionMaskKind::kDflashBlock, 1);
   return layouts;
 }
 
@@ -614,8 +719,12 @@ TEST(Attention, SameBitsOnOneThreadAndMany) {
   l.block = 32;
   l.cu = {0, 3, 150, 151, 300};
   for (DType dtype : {DType::kF32, DType::kBF16}) {
-    for (int64_t window : {0, 50}) {
-      l.window = window;
+    for (int64_t window : {0, 50, -1}) {
+      // -1: dflash blocks of 40, whose tiles above the diagonal change the
+      // dk / dv ranges.
+      l.window = std::max<int64_t>(window, 0);
+      l.mask = window < 0 ? AttentionMaskKind::kDflashBlock : AttentionMaskKind::kDocument;
+      l.mask_block = window < 0 ? 40 : 0;
       const int saved = omp_get_max_threads();
       omp_set_num_threads(1);
       KernelRun one = run_cpu(l, dtype, true, 9);
@@ -755,7 +864,14 @@ TEST(AttentionChecks, BadCallsThrowTheSameOnCpuAndMetaAndAllocateNothing) {
        "scale must be finite"},
       {[](auto&, auto& p, auto&, auto&) { p.block_size = 0; }, "block_size must be in [1, 128]"},
       {[](auto&, auto& p, auto&, auto&) { p.block_size = 129; }, "block_size must be in"},
-      {[](auto&, auto& p, auto&, auto&) { p.window = -1; }, "window must be >= 0"},
+      {[](auto&, auto& p, auto&, auto&) { p.window = 4; },
+       "window must be 0 unless mask is sliding_window"},
+      {[](auto&, auto& p, auto&, auto&) { p.mask = AttentionMaskKind::kSlidingWindow; },
+       "window must be >= 1 for mask sliding_window"},
+      {[](auto&, auto& p, auto&, auto&) { p.mask = AttentionMaskKind::kDflashBlock; },
+       "mask_block must be >= 1 for mask dflash_block"},
+      {[](auto&, auto& p, auto&, auto&) { p.mask_block = 16; },
+       "mask_block must be 0 unless mask is dflash_block"},
       {[](auto&, auto& p, auto&, auto&) { p.head_dim = 16; },
        "q 'block.1.attn.q' fp32 [12, 32] must be [12, 64]"},
       {[](auto&, auto&, auto& shape, auto&) {

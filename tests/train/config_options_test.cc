@@ -91,9 +91,11 @@ std::map<std::string, KeyCase> key_cases(const std::string& hf_a, const std::str
       {"batch.pad_to", {"\"longest\""}},
 
       {"attention.backend", {"\"dense_additive\"", {}, true}},
-      {"attention.mask", {"\"sliding_window\"", {"attention.window=16"}}},
+      {"attention.mask", {"\"causal\""}},
       {"attention.block_size", {"32"}},
       {"attention.window", {"32", {"attention.mask=\"sliding_window\"", "attention.window=16"}}},
+      {"attention.mask_block",
+       {"8", {"attention.mask=\"dflash_block\"", "attention.mask_block=16"}}},
 
       {"loss.chunk_size", {"99"}},
       {"loss.mode", {"\"save\""}},

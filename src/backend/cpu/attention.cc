@@ -1,8 +1,8 @@
 // attention: block-sparse flash attention over a packed (THD) batch.
 //   q (T, H*D), k and v (T, KV*D), fp32 or bf16; query head h reads kv head
 //   h / (H / KV) (GQA). Documents are [cu_seqlens[i], cu_seqlens[i+1]);
-//   causal within each, nothing across; window w > 0 also hides keys w or
-//   more positions older than the query.
+//   query i sees the keys [lo(i), hi(i)) of the mask's kind
+//   (common/attention_mask.h: document, causal, sliding_window, dflash_block).
 // forward:  out (T, H*D) in q's dtype; lse (H, T) fp32 = logsumexp over the
 //   visible keys of scale * q.k. Only lse is saved: backward recomputes the
 //   probabilities from it, tile by tile, and the T x T scores never exist.
@@ -10,9 +10,9 @@
 //   D_i = rowsum(dO_i * O_i); P = exp(scale S - lse); dV = P^T dO;
 //   dP = dO V^T; dS = P * (dP - D); dQ = scale dS K; dK = scale dS^T Q).
 //   A kv head's dk / dv sum over the query heads that share it.
-// Tiles: block_size x block_size over the T axis (cpu/attention_tiles.h):
+// Tiles: block_size x block_size over the T axis (common/attention_tiles.h):
 // fully masked tiles are never touched, fully visible ones are not masked,
-// the rest keep each row's visible interval. fp32 accumulation throughout;
+// the rest keep each row's visible interval, from the same predicate. fp32 accumulation throughout;
 // bf16 is widened on load and rounded once, on store.
 // Determinism: every output element is owned by one work item and summed in
 // a fixed order, so the bits do not depend on the thread count or schedule.
@@ -107,27 +107,27 @@ TileSpan span_of(const AttentionDims& d, int64_t query_tile, int64_t key_tile) {
   return s;
 }
 
-// The visible keys [lo, hi) of row r of a tile, relative to its first key;
-// empty when lo >= hi. `first` is the row's first visible key token
-// (attention_tiles.h); the last is the row's own token.
-HR_ATTENTION_INLINE void visible_columns(const TileSpan& s, TileKind kind, int64_t r, int64_t first,
+// The visible keys [lo, hi) of a row of a tile, relative to its first key;
+// empty when lo >= hi. `keys` is the row's visible key interval in tokens
+// (attention_mask.h).
+HR_ATTENTION_INLINE void visible_columns(const TileSpan& s, TileKind kind, const KeyInterval& keys,
                                          int64_t& lo, int64_t& hi) {
   if (kind == TileKind::kFull) {
     lo = 0;
     hi = s.nk;
     return;
   }
-  lo = std::clamp<int64_t>(first - s.k0, 0, s.nk);
-  hi = std::clamp<int64_t>(s.q0 + r - s.k0 + 1, 0, s.nk);
+  lo = std::clamp<int64_t>(keys.lo - s.k0, 0, s.nk);
+  hi = std::clamp<int64_t>(keys.hi - s.k0, 0, s.nk);
 }
 
 // The same for every row of a tile at once, padded to `ld` rows with empty
 // intervals (the padding queries see nothing and are never stored).
-HR_ATTENTION_INLINE void visible_columns(const TileSpan& s, TileKind kind, const int64_t* first,
+HR_ATTENTION_INLINE void visible_columns(const TileSpan& s, TileKind kind, const KeyInterval* keys,
                                          int64_t ld, int32_t* lo, int32_t* hi) {
   for (int64_t r = 0; r < ld; ++r) {
     int64_t l = 0, h = 0;
-    if (r < s.nq) visible_columns(s, kind, r, first[r], l, h);
+    if (r < s.nq) visible_columns(s, kind, keys[r], l, h);
     lo[r] = static_cast<int32_t>(l);
     hi[r] = static_cast<int32_t>(h);
   }
@@ -146,26 +146,26 @@ HR_ATTENTION_INLINE void forward_item(const Problem<T>& p, int64_t h, int64_t i)
   float acc[kMaxB * kMaxD];  // unnormalized output, [nq][D]
   float s_t[kMaxB * kMaxB];  // scores, then probabilities, [nk][ld]
   float max[kMaxB], sum[kMaxB], rescale[kMaxB];
-  int64_t first[kMaxB];
+  KeyInterval keys[kMaxB];
   int32_t lo[kMaxB], hi[kMaxB];
 
   const TileSpan row = span_of(d, i, i);
   const int64_t ld = round_up8(row.nq);
   transpose_tile(p.q + row.q0 * p.q_stride + h * dim, p.q_stride, row.nq, dim, q_t, ld);
   for (int64_t r = 0; r < ld; ++r) {
-    if (r < row.nq) first[r] = first_visible_key(*p.cu_seqlens, row.q0 + r, d.window);
+    if (r < row.nq) keys[r] = visible_keys(d.mask, *p.cu_seqlens, row.q0 + r);
     max[r] = kMinusInfinity;
     sum[r] = 0.0f;
   }
   std::fill(acc, acc + row.nq * dim, 0.0f);
 
   const AttentionTilePlan& plan = *p.plan;
-  for (int64_t j = plan.first_key_tile[i]; j <= i; ++j) {
+  for (int64_t j = plan.first_key_tile[i]; j <= plan.last_key_tile[i]; ++j) {
     const TileKind kind = plan.kind(i, j);
     const TileSpan t = span_of(d, i, j);
     const T* k = p.k + t.k0 * p.kv_stride + g * dim;
     const T* v = p.v + t.k0 * p.kv_stride + g * dim;
-    visible_columns(t, kind, first, ld, lo, hi);
+    visible_columns(t, kind, keys, ld, lo, hi);
     tile_gemm(t.nk, ld, dim, k, p.kv_stride, 1, q_t, ld, s_t, ld, false);
     softmax_update_by_columns(s_t, t.nk, ld, lo, hi, p.scale, max, sum, rescale);
     for (int64_t r = 0; r < t.nq; ++r) {
@@ -180,7 +180,8 @@ HR_ATTENTION_INLINE void forward_item(const Problem<T>& p, int64_t h, int64_t i)
     tile_gemm(t.nq, dim, t.nk, s_t, 1, ld, v, p.kv_stride, acc, dim, true);
   }
 
-  // Every row saw at least its own key, whose term is exp(0) = 1: sum >= 1.
+  // Every row saw its own key (attention_mask.h), so its maximum's term is
+  // exp(0) = 1: sum >= 1.
   for (int64_t r = 0; r < row.nq; ++r) {
     const float inv = 1.0f / sum[r];
     T* out_row = p.out + (row.q0 + r) * p.q_stride + h * dim;
@@ -204,7 +205,7 @@ HR_ATTENTION_INLINE void backward_dq_item(const Problem<T>& p, int64_t h, int64_
   float s_t[kMaxB * kMaxB];   // scores, then dS, [nk][ld]
   float dp_t[kMaxB * kMaxB];  // V dO^T, [nk][ld]
   float lse[kMaxB], delta[kMaxB];
-  int64_t first[kMaxB];
+  KeyInterval keys[kMaxB];
   int32_t lo[kMaxB], hi[kMaxB];
 
   const TileSpan row = span_of(d, i, i);
@@ -213,19 +214,19 @@ HR_ATTENTION_INLINE void backward_dq_item(const Problem<T>& p, int64_t h, int64_
   transpose_tile(p.d_out + row.q0 * p.q_stride + h * dim, p.q_stride, row.nq, dim, do_t, ld);
   for (int64_t r = 0; r < ld; ++r) {
     const bool real = r < row.nq;
-    if (real) first[r] = first_visible_key(*p.cu_seqlens, row.q0 + r, d.window);
+    if (real) keys[r] = visible_keys(d.mask, *p.cu_seqlens, row.q0 + r);
     lse[r] = real ? p.lse[h * d.tokens + row.q0 + r] : 0.0f;
     delta[r] = real ? p.delta[h * d.tokens + row.q0 + r] : 0.0f;
   }
   std::fill(acc, acc + row.nq * dim, 0.0f);
 
   const AttentionTilePlan& plan = *p.plan;
-  for (int64_t j = plan.first_key_tile[i]; j <= i; ++j) {
+  for (int64_t j = plan.first_key_tile[i]; j <= plan.last_key_tile[i]; ++j) {
     const TileKind kind = plan.kind(i, j);
     const TileSpan t = span_of(d, i, j);
     const T* k = p.k + t.k0 * p.kv_stride + g * dim;
     const T* v = p.v + t.k0 * p.kv_stride + g * dim;
-    visible_columns(t, kind, first, ld, lo, hi);
+    visible_columns(t, kind, keys, ld, lo, hi);
     tile_gemm(t.nk, ld, dim, k, p.kv_stride, 1, q_t, ld, s_t, ld, false);
     tile_gemm(t.nk, ld, dim, v, p.kv_stride, 1, do_t, ld, dp_t, ld, false);
     score_gradients_by_columns(s_t, dp_t, t.nk, ld, lo, hi, p.scale, lse, delta);
@@ -253,7 +254,7 @@ HR_ATTENTION_INLINE void backward_dkv_item(const Problem<T>& p, int64_t g, int64
   float dv[kMaxB * kMaxD];   // [nk][D]
   float s[kMaxB * kMaxB];    // scores, then P, then dS, [nq][ld]
   float dp[kMaxB * kMaxB];   // dO V^T, [nq][ld]
-  int64_t first[kMaxB];
+  KeyInterval keys[kMaxB];
 
   const TileSpan column = span_of(d, j, j);
   const int64_t width = round_up8(column.nk);
@@ -264,7 +265,7 @@ HR_ATTENTION_INLINE void backward_dkv_item(const Problem<T>& p, int64_t g, int64
 
   const AttentionTilePlan& plan = *p.plan;
   for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
-    for (int64_t i = j; i <= plan.last_query_tile[j]; ++i) {
+    for (int64_t i = plan.first_query_tile[j]; i <= plan.last_query_tile[j]; ++i) {
       const TileKind kind = plan.kind(i, j);
       const TileSpan t = span_of(d, i, j);
       const T* q = p.q + t.q0 * p.q_stride + h * dim;
@@ -273,12 +274,12 @@ HR_ATTENTION_INLINE void backward_dkv_item(const Problem<T>& p, int64_t g, int64
       const float* delta = p.delta + h * d.tokens + t.q0;
       if (kind == TileKind::kPartial)
         for (int64_t r = 0; r < t.nq; ++r)
-          first[r] = first_visible_key(*p.cu_seqlens, t.q0 + r, d.window);
+          keys[r] = visible_keys(d.mask, *p.cu_seqlens, t.q0 + r);
       tile_gemm(t.nq, width, dim, q, p.q_stride, 1, k_t, width, s, ld, false);
       tile_gemm(t.nq, width, dim, d_out, p.q_stride, 1, v_t, width, dp, ld, false);
       for (int64_t r = 0; r < t.nq; ++r) {
         int64_t lo, hi;
-        visible_columns(t, kind, r, first[r], lo, hi);
+        visible_columns(t, kind, keys[r], lo, hi);
         probabilities_row(s + r * ld, width, lo, hi, p.scale, lse[r]);
       }
       // dV += P^T dO: A(c, r) = P[r][c].
@@ -409,7 +410,7 @@ void CpuKernels::attention_forward(const Tensor& q, const Tensor& k, const Tenso
                                    const AttentionParams& params, const AttentionDims& dims,
                                    Tensor& out, Tensor& lse) {
   const AttentionTilePlan plan =
-      attention_tile_plan(cu_seqlens, dims.tokens, dims.block_size, dims.window);
+      attention_tile_plan(cu_seqlens, dims.tokens, dims.block_size, dims.mask);
   if (q.dtype() == DType::kF32) {
     Problem<float> p = make_problem<float>(dims, plan, cu_seqlens, params.scale, q, k, v);
     p.out = out.data<float>();
@@ -430,7 +431,7 @@ void CpuKernels::attention_backward(const Tensor& d_out, const Tensor& q, const 
                                     AttentionBackwardScratch& scratch, Tensor& dq, Tensor& dk,
                                     Tensor& dv) {
   const AttentionTilePlan plan =
-      attention_tile_plan(cu_seqlens, dims.tokens, dims.block_size, dims.window);
+      attention_tile_plan(cu_seqlens, dims.tokens, dims.block_size, dims.mask);
   auto run = [&]<typename T>(T*) {
     Problem<T> p = make_problem<T>(dims, plan, cu_seqlens, params.scale, q, k, v);
     p.lse = lse.data<float>();
