@@ -72,7 +72,13 @@ class GemmPlans {
   // step.
   static constexpr size_t kExecutablePrimitives = 16;
   static constexpr size_t kPlans = 64;
+  // glibc's M_MMAP_THRESHOLD, fixed by the constructor for the whole
+  // process: blocks of at least this many bytes are mapped on their own and
+  // unmapped when freed (the constructor says why).
+  static constexpr int kMallocMmapThreshold = 1 << 20;
 
+  // Sets oneDNN's primitive cache to 0 and kMallocMmapThreshold, both
+  // process-wide.
   GemmPlans();
   GemmPlans(const GemmPlans&) = delete;
   GemmPlans& operator=(const GemmPlans&) = delete;
