@@ -69,10 +69,10 @@ void save_optimizer_state(AdamW& optimizer, const std::string& dir, int rank, in
     SafetensorsWriter writer(tensors_path(dir, rank, shards), {{"format", "headroom-adamw"}});
     const auto tensors = optimizer.state();
     for (const auto& [name, tensor] : tensors)
-      writer.declare(name, DType::kF32, tensor->shape());
-    std::vector<float> host;
+      writer.declare(name, tensor->dtype(), tensor->shape());
+    std::vector<uint8_t> host;
     for (const auto& [name, tensor] : tensors) {
-      host.resize(static_cast<size_t>(tensor->numel()));
+      host.resize(tensor->nbytes());
       optimizer.state_backend().copy_to_host(*tensor, host.data());
       writer.write(name, host.data());
     }
@@ -143,12 +143,12 @@ TrainState load_train_state(AdamW& optimizer, const std::string& dir, int rank, 
                      std::to_string(shards) +
                      " (resume with the world size and zero.stage that wrote it)");
   const SafetensorsIndex index = SafetensorsIndex::open(tensors_path(dir, rank, shards));
-  std::vector<float> host;
+  std::vector<uint8_t> host;
   for (const auto& [name, tensor] : optimizer.state()) {
-    host.resize(static_cast<size_t>(tensor->numel()));
+    host.resize(tensor->nbytes());
     // read() names the file and the tensor when it is missing or its dtype
     // or shape differ.
-    index.read(name, host.data(), DType::kF32, tensor->shape());
+    index.read(name, host.data(), tensor->dtype(), tensor->shape());
     Backend& states = optimizer.state_backend();
     if (states.kind() != BackendKind::kMeta) states.copy_from_host(host.data(), *tensor);
   }
