@@ -184,10 +184,6 @@ TEST(AdamWTraining, EveryMasterSettingTrainsAndBf16IsNone) {
   EXPECT_EQ(bf16_loss, none_loss);
   RecordProperty("loss_fp32_master", std::to_string(fp32_loss));
   RecordProperty("loss_no_master", std::to_string(none_loss));
-  config.eight_bit = true;
-  double eight_bit_loss = 0;
-  train_bf16(config, 20, &eight_bit_loss);
-  RecordProperty("loss_8bit", std::to_string(eight_bit_loss));
 }
 
 TEST(AdamWState, EightBitStatesRoundTripThroughACheckpoint) {
