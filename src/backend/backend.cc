@@ -224,4 +224,12 @@ void Backend::adamw_update(Tensor& param, Tensor& master, const Tensor& grad, Te
   if (kernels_) kernels_->adamw_update(param, master, grad, m, v, params);
 }
 
+void Backend::adamw8bit_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
+                               Tensor& v, Tensor& m_absmax, Tensor& v_absmax,
+                               const AdamWParams& params) {
+  check_adamw8bit_update(kind_, param, master, grad, m, v, m_absmax, v_absmax, params);
+  require(Op::kAdamw8bitUpdate);
+  if (kernels_) kernels_->adamw8bit_update(param, master, grad, m, v, m_absmax, v_absmax, params);
+}
+
 }  // namespace headroom

@@ -190,10 +190,21 @@ class Backend final {
 
   // ---- optimizer ----
   // One AdamW step on a flat parameter group. param (N) fp32 or bf16; master
-  // (N) fp32 when param is bf16 (the update happens there and is rounded into
-  // param), undefined when param is fp32; grad (N) param's dtype; m, v (N) fp32.
+  // undefined when param is fp32; for bf16 param, master (N) fp32 or bf16
+  // (the update is computed from it in fp32, stored in it and rounded into
+  // param), or undefined (the update is computed from param and rounded into
+  // it in place: optimizer.master_dtype = "none"); grad (N) param's dtype;
+  // m, v (N) fp32.
   void adamw_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
                     const AdamWParams& params);
+  // One step of bitsandbytes' blockwise 8-bit AdamW (cpu/adamw8bit.cc has
+  // the formula): param, master, grad as for adamw_update; m, v (N) uint8
+  // codes into the signed / unsigned dynamic map (backend/common/
+  // dynamic_map.h); m_absmax, v_absmax (ceil(N / 256)) fp32, one per block
+  // of 256 elements counted from the start of param. Codes and absmax are
+  // dequantized, updated and requantized in place.
+  void adamw8bit_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
+                        Tensor& m_absmax, Tensor& v_absmax, const AdamWParams& params);
 
  private:
   // Throws InternalError naming the op and the device when the table lacks it.

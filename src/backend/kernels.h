@@ -80,6 +80,9 @@ class Kernels {
                                       float scale) = 0;
   virtual void adamw_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
                             const AdamWParams& params) = 0;
+  virtual void adamw8bit_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
+                                Tensor& v, Tensor& m_absmax, Tensor& v_absmax,
+                                const AdamWParams& params) = 0;
 };
 
 }  // namespace headroom

@@ -256,44 +256,45 @@ void check_swiglu_backward(BackendKind backend, const Tensor& d_out, const Tenso
   }
 }
 
-void check_adamw_update(BackendKind backend, const Tensor& param, const Tensor& master,
-                        const Tensor& grad, const Tensor& m, const Tensor& v,
-                        const AdamWParams& params) {
-  constexpr std::string_view op = "adamw_update";
+namespace {
+
+using Operands = std::vector<std::pair<const Tensor*, std::string_view>>;
+
+// What both AdamW ops check of param, master and grad; returns them as the
+// operands that must be disjoint from the states.
+Operands check_weights(std::string_view op, BackendKind backend, const Tensor& param,
+                       const Tensor& master, const Tensor& grad) {
   check_operand(op, backend, param, "param");
   check_operand(op, backend, grad, "grad");
-  check_operand(op, backend, m, "m");
-  check_operand(op, backend, v, "v");
   check_rank(op, param, "param", 1, "(N)");
   check_floating(op, param, "param");
   check_same_shape(op, grad, "grad", param, "param");
   check_same_dtype(op, grad, "grad", param, "param");
-  check_same_shape(op, m, "m", param, "param");
-  check_dtype(op, m, "m", DType::kF32);
-  check_same_shape(op, v, "v", param, "param");
-  check_dtype(op, v, "v", DType::kF32);
-  std::vector<std::pair<const Tensor*, std::string_view>> operands = {
-      {&param, "param"}, {&grad, "grad"}, {&m, "m"}, {&v, "v"}};
+  Operands operands = {{&param, "param"}, {&grad, "grad"}};
   if (param.dtype() == DType::kBF16) {
-    // The update is made in fp32 and rounded into param once; a bf16 param
-    // updated in place would lose every step smaller than half its ulp.
-    if (!master.defined())
-      fail_op(op, describe_operand("param", param) +
-                      " is bf16 but master is undefined (needs fp32 " +
-                      shape_to_string(param.shape()) + ")");
-    check_operand(op, backend, master, "master");
-    check_same_shape(op, master, "master", param, "param");
-    check_dtype(op, master, "master", DType::kF32);
-    operands.emplace_back(&master, "master");
+    // fp32 or bf16, or none: the update is then rounded into param itself
+    // (optimizer.master_dtype = "none").
+    if (master.defined()) {
+      check_operand(op, backend, master, "master");
+      check_same_shape(op, master, "master", param, "param");
+      check_floating(op, master, "master");
+      operands.emplace_back(&master, "master");
+    }
   } else if (master.defined()) {
     fail_op(op, describe_operand("param", param) + " is fp32 and is its own master, but master " +
                     describe_operand(master) + " was given");
   }
+  return operands;
+}
+
+void check_disjoint_all(std::string_view op, const Operands& operands) {
   for (size_t i = 0; i < operands.size(); ++i)
     for (size_t j = i + 1; j < operands.size(); ++j)
       check_disjoint(op, *operands[i].first, operands[i].second, *operands[j].first,
                      operands[j].second);
+}
 
+void check_hyperparameters(std::string_view op, const Tensor& param, const AdamWParams& params) {
   auto hyper = [&](std::string_view name, double value, bool ok, std::string_view rule) {
     if (!ok)
       fail_op(op, std::string(name) + " " + value_string(value) + " must be " + std::string(rule) +
@@ -311,6 +312,52 @@ void check_adamw_update(BackendKind backend, const Tensor& param, const Tensor& 
   if (params.step < 1)
     fail_op(op, "step " + std::to_string(params.step) + " must be >= 1 (param " +
                     describe_operand(param) + ")");
+}
+
+}  // namespace
+
+void check_adamw_update(BackendKind backend, const Tensor& param, const Tensor& master,
+                        const Tensor& grad, const Tensor& m, const Tensor& v,
+                        const AdamWParams& params) {
+  constexpr std::string_view op = "adamw_update";
+  Operands operands = check_weights(op, backend, param, master, grad);
+  check_operand(op, backend, m, "m");
+  check_operand(op, backend, v, "v");
+  check_same_shape(op, m, "m", param, "param");
+  check_dtype(op, m, "m", DType::kF32);
+  check_same_shape(op, v, "v", param, "param");
+  check_dtype(op, v, "v", DType::kF32);
+  operands.emplace_back(&m, "m");
+  operands.emplace_back(&v, "v");
+  check_disjoint_all(op, operands);
+  check_hyperparameters(op, param, params);
+}
+
+void check_adamw8bit_update(BackendKind backend, const Tensor& param, const Tensor& master,
+                            const Tensor& grad, const Tensor& m, const Tensor& v,
+                            const Tensor& m_absmax, const Tensor& v_absmax,
+                            const AdamWParams& params) {
+  constexpr std::string_view op = "adamw8bit_update";
+  Operands operands = check_weights(op, backend, param, master, grad);
+  const int64_t blocks = (param.numel() + 255) / 256;
+  for (const auto& [t, role] : {std::pair<const Tensor*, std::string_view>{&m, "m"}, {&v, "v"}}) {
+    check_operand(op, backend, *t, role);
+    check_same_shape(op, *t, role, param, "param");
+    check_dtype(op, *t, role, DType::kU8);
+    operands.emplace_back(t, role);
+  }
+  for (const auto& [t, role] : {std::pair<const Tensor*, std::string_view>{&m_absmax, "m_absmax"},
+                                {&v_absmax, "v_absmax"}}) {
+    check_operand(op, backend, *t, role);
+    check_rank(op, *t, role, 1, "(ceil(N / 256))");
+    if (t->numel() != blocks)
+      fail_op(op, describe_operand(role, *t) + " must hold " + std::to_string(blocks) +
+                      " blocks of 256 for param " + describe_operand(param));
+    check_dtype(op, *t, role, DType::kF32);
+    operands.emplace_back(t, role);
+  }
+  check_disjoint_all(op, operands);
+  check_hyperparameters(op, param, params);
 }
 
 }  // namespace headroom

@@ -70,12 +70,18 @@ void check_swiglu_forward(BackendKind backend, const Tensor& gate, const Tensor&
 void check_swiglu_backward(BackendKind backend, const Tensor& d_out, const Tensor& gate,
                            const Tensor& up, const Tensor& d_gate, const Tensor& d_up);
 
-// param (N) fp32 or bf16; grad (N) param's dtype; m, v (N) fp32; master (N)
-// fp32 when param is bf16, undefined when param is fp32; all pairwise
-// disjoint. lr, eps, weight_decay >= 0, betas in [0, 1), step >= 1,
-// grad_scale finite.
+// param (N) fp32 or bf16; grad (N) param's dtype; m, v (N) fp32; master
+// undefined when param is fp32, and (N) fp32, (N) bf16 or undefined when
+// param is bf16; all pairwise disjoint. lr, eps, weight_decay >= 0, betas
+// in [0, 1), step >= 1, grad_scale finite.
 void check_adamw_update(BackendKind backend, const Tensor& param, const Tensor& master,
                         const Tensor& grad, const Tensor& m, const Tensor& v,
                         const AdamWParams& params);
+// As check_adamw_update, with m, v (N) uint8 and m_absmax, v_absmax
+// (ceil(N / 256)) fp32, all pairwise disjoint.
+void check_adamw8bit_update(BackendKind backend, const Tensor& param, const Tensor& master,
+                            const Tensor& grad, const Tensor& m, const Tensor& v,
+                            const Tensor& m_absmax, const Tensor& v_absmax,
+                            const AdamWParams& params);
 
 }  // namespace headroom

@@ -56,6 +56,8 @@ std::string_view name_of(Op op) {
       return "cross_entropy_backward";
     case Op::kAdamwUpdate:
       return "adamw_update";
+    case Op::kAdamw8bitUpdate:
+      return "adamw8bit_update";
   }
   return "?";
 }

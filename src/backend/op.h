@@ -36,8 +36,9 @@ enum class Op : uint8_t {
   kCrossEntropyForward,
   kCrossEntropyBackward,
   kAdamwUpdate,
+  kAdamw8bitUpdate,
 };
-inline constexpr int kOpCount = static_cast<int>(Op::kAdamwUpdate) + 1;
+inline constexpr int kOpCount = static_cast<int>(Op::kAdamw8bitUpdate) + 1;
 
 // The method's name on Backend: "fill", "attention_backward", ...
 std::string_view name_of(Op op);

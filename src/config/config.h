@@ -172,12 +172,20 @@ struct CheckpointSection {
 };
 
 struct OptimizerSection {
+  // "adamw": fp32 moments (torch.optim.AdamW). "adamw_8bit": bitsandbytes'
+  // AdamW8bit, blockwise 8-bit moments (train/optimizer.h).
+  enum class Kind : uint8_t { kAdamw, kAdamw8bit };
+  // The copy of the weights the update is made on: fp32 (mixed precision),
+  // a bf16 copy, or none (the weights are updated in place).
+  enum class Master : uint8_t { kFp32, kBf16, kNone };
+
+  Kind kind = Kind::kAdamw;
   double lr = 3e-4;
   std::array<double, 2> betas = {0.9, 0.95};
   double eps = 1e-8;
   double weight_decay = 0.1;
   double grad_clip = 1.0;  // global grad-norm clip; 0 = no clipping
-  Precision master_dtype = Precision::kFp32;
+  Master master_dtype = Master::kFp32;
   // Consecutive steps skipped as non-finite after which the run stops with
   // exit 4; 0 = never stop early (a run none of whose steps was finite still
   // exits 4).
@@ -274,6 +282,14 @@ struct EnumNames<CheckpointSection::Format> {
 template <>
 struct EnumNames<CheckpointSection::Resume> {
   static constexpr std::array<std::string_view, 2> kNames = {"never", "auto"};
+};
+template <>
+struct EnumNames<OptimizerSection::Kind> {
+  static constexpr std::array<std::string_view, 2> kNames = {"adamw", "adamw_8bit"};
+};
+template <>
+struct EnumNames<OptimizerSection::Master> {
+  static constexpr std::array<std::string_view, 3> kNames = {"fp32", "bf16", "none"};
 };
 template <>
 struct EnumNames<ScheduleSection::Decay> {

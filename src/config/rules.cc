@@ -55,7 +55,8 @@ std::vector<ConfigRule> build_rules() {
        [](const ExperimentConfig& c) -> Complaint {
          // A master copy less precise than the weights it updates would round
          // away the very updates the weights could hold.
-         if (c.optimizer.master_dtype == Precision::kBf16 && c.model.dtype == Precision::kFp32)
+         if (c.optimizer.master_dtype == OptimizerSection::Master::kBf16 &&
+             c.model.dtype == Precision::kFp32)
            return std::string(
                "\"bf16\" requires model.dtype = \"bf16\", got model.dtype = \"fp32\"");
          return std::nullopt;

@@ -699,6 +699,12 @@ std::vector<ConfigKey> build_schema() {
              "checkpoint.resume_from is set."),
 
       // [optimizer]
+      choice(HR_FIELD(optimizer.kind),
+             "\"adamw\": torch.optim.AdamW, fp32 moments (8 bytes per parameter). "
+             "\"adamw_8bit\": bitsandbytes' AdamW8bit, moments in blockwise 8-bit dynamic "
+             "quantization (1 byte each plus one fp32 absmax per 256 elements, ~2.03 bytes per "
+             "parameter); parameters of fewer than 4096 elements keep fp32 moments, as "
+             "bitsandbytes' min_8bit_size does."),
       number(HR_FIELD(optimizer.lr), kPositive, "Peak learning rate of AdamW."),
       adam_betas(),
       number(HR_FIELD(optimizer.eps), kPositive, "AdamW's epsilon."),
@@ -706,8 +712,11 @@ std::vector<ConfigKey> build_schema() {
       number(HR_FIELD(optimizer.grad_clip), kNonNegative,
              "Clip the global gradient norm to this; 0 = no clipping."),
       choice(HR_FIELD(optimizer.master_dtype),
-             "Type of the master weights and of AdamW's two moment states. Only \"fp32\" is "
-             "built: \"bf16\" is refused until the optimizer keeps bf16 states."),
+             "The copy of bf16 weights the update is made on: \"fp32\" (mixed precision, 4 "
+             "bytes per parameter), \"bf16\" (a bf16 copy, 2 bytes), \"none\" (the bf16 "
+             "weights are updated in place, rounded to nearest once per step; 0 bytes). The "
+             "moments stay fp32 either way. fp32 weights are their own master: \"none\" is "
+             "\"fp32\" for them."),
       integer(HR_FIELD(optimizer.max_nonfinite_steps), 0, kNoMax,
               "Consecutive steps skipped for a non-finite loss or gradient after which the run "
               "stops with exit code 4; 0 = never stop early. A run none of whose steps was "

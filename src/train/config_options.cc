@@ -22,9 +22,6 @@ void refuse_unbuilt_features(const ExperimentConfig& c) {
   if (c.checkpoint.format == CheckpointSection::Format::kSharded && c.lora.enabled)
     refuse("checkpoint.format = \"sharded\" with lora.enabled = true",
            "a LoRA run saves only its adapters, in PEFT's layout; use \"consolidated\"");
-  if (c.optimizer.master_dtype != Precision::kFp32)
-    refuse("optimizer.master_dtype = \"" + std::string(name_of(c.optimizer.master_dtype)) + "\"",
-           "the master weights and AdamW's moments are fp32 in this build; use \"fp32\"");
 }
 
 BackendKind backend_of(const ExperimentConfig& config, RunMode mode) {
@@ -105,6 +102,18 @@ AdamWConfig adamw_config_of(const ExperimentConfig& config) {
   o.beta2 = static_cast<float>(config.optimizer.betas[1]);
   o.eps = static_cast<float>(config.optimizer.eps);
   o.weight_decay = static_cast<float>(config.optimizer.weight_decay);
+  switch (config.optimizer.master_dtype) {
+    case OptimizerSection::Master::kFp32:
+      o.master = MasterWeights::kFp32;
+      break;
+    case OptimizerSection::Master::kBf16:
+      o.master = MasterWeights::kBf16;
+      break;
+    case OptimizerSection::Master::kNone:
+      o.master = MasterWeights::kNone;
+      break;
+  }
+  o.eight_bit = config.optimizer.kind == OptimizerSection::Kind::kAdamw8bit;
   return o;
 }
 
@@ -381,6 +390,9 @@ std::string to_text(const RunSettings& s) {
   line("adamw.beta2", s.adamw.beta2);
   line("adamw.eps", s.adamw.eps);
   line("adamw.weight_decay", s.adamw.weight_decay);
+  line("adamw.master", name_of(s.adamw.master));
+  line("adamw.eight_bit", s.adamw.eight_bit);
+  line("adamw.min_8bit_size", s.adamw.min_8bit_size);
   line("max_nonfinite_steps", s.max_nonfinite_steps);
 
   line("memory_events", s.memory_events);

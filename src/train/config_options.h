@@ -87,7 +87,7 @@ struct RunSettings {
 
   // [optimizer], [schedule]
   TrainerOptions trainer;           // the schedule (and run.steps), optimizer.grad_clip
-  AdamWConfig adamw;                // optimizer.betas, eps, weight_decay
+  AdamWConfig adamw;                // optimizer.kind, betas, eps, weight_decay, master_dtype
   int64_t max_nonfinite_steps = 0;  // optimizer.max_nonfinite_steps
 
   // [trace]
@@ -98,9 +98,8 @@ struct RunSettings {
 // The settings of rank `rank` of `world_size` running `config` in `mode`.
 // Reads the file model.hf_config names. Throws UsageError naming the key for
 // what this build cannot run: attention.backend = "dense_additive",
-// checkpoint.format = "sharded" with lora.enabled, optimizer.master_dtype =
-// "bf16", `train` of run.backend = "cuda", and a data.synthetic_lengths that
-// does not parse.
+// checkpoint.format = "sharded" with lora.enabled, `train` of run.backend =
+// "cuda", and a data.synthetic_lengths that does not parse.
 RunSettings run_settings_of(const ExperimentConfig& config, RunMode mode, int world_size = 1,
                             int rank = 0);
 

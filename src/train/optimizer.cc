@@ -2,9 +2,22 @@
 
 #include <algorithm>
 
+#include "backend/common/dynamic_map.h"
 #include "util/error.h"
 
 namespace headroom {
+
+std::string_view name_of(MasterWeights master) {
+  switch (master) {
+    case MasterWeights::kFp32:
+      return "fp32";
+    case MasterWeights::kBf16:
+      return "bf16";
+    case MasterWeights::kNone:
+      return "none";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -14,10 +27,6 @@ bool is_decayed(const std::string& name) {
   const bool is_bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
   return !is_norm && !is_bias;
 }
-
-}  // namespace
-
-namespace {
 
 std::vector<GroupShard> whole(const std::vector<GroupLayout>& layouts) {
   std::vector<GroupShard> shards;
@@ -31,6 +40,10 @@ std::vector<Tensor> flats(std::vector<FlatGroup>& groups) {
   for (FlatGroup& group : groups)
     tensors.push_back(group.flat);
   return tensors;
+}
+
+int64_t blocks_of(int64_t n) {
+  return (n + kQuantBlock - 1) / kQuantBlock;
 }
 
 }  // namespace
@@ -53,47 +66,100 @@ AdamW::AdamW(Backend& backend, const std::vector<GroupLayout>& layouts,
            "one shard per parameter group");
   PhaseScope scope(backend.allocator(), Phase::kInit);
   PhaseScope states_scope(states_.allocator(), Phase::kInit);
-  // Mixed precision (bf16 parameters, fp32 master) is the model's, whole;
-  // a shard that is all padding has no parameter to tell.
+  // Mixed precision (bf16 parameters) is the model's, whole; a shard that
+  // is all padding has no parameter to tell.
   mixed_ = std::any_of(params_.begin(), params_.end(),
                        [](const Tensor& t) { return t.defined() && t.dtype() != DType::kF32; });
+  // The master's element type: bf16 parameters take optimizer.master_dtype;
+  // fp32 ones are their own master, except offloaded, where the host keeps
+  // an fp32 copy of them.
+  DType master_dtype = DType::kF32;
+  bool has_master = offloaded_;
+  if (mixed_) {
+    has_master = config_.master != MasterWeights::kNone;
+    master_dtype = config_.master == MasterWeights::kBf16 ? DType::kBF16 : DType::kF32;
+  }
   for (size_t g = 0; g < layouts.size(); ++g) {
     const GroupLayout& layout = layouts[g];
     const GroupShard& shard = shards_[g];
     HR_CHECK(shard.numel() == 0 || params_[g].numel() == shard.numel(),
              layout.name + ": the parameter shard has the shard's size");
-    Tensor master, m, v, padding;
+    GroupState state;
     // A frozen group (the base under LoRA) is never updated: no state.
     if (!layout.trainable) {
-      master_.emplace_back(), m_.emplace_back(), v_.emplace_back(), padding_.emplace_back();
+      groups_.push_back(std::move(state));
       continue;
     }
-    if (shard.numel() > 0) {
-      // Only flat buffers: step() takes per-parameter row ranges of them.
-      if (!offloaded_ && mixed_) {
-        master = backend.cast(params_[g], DType::kF32, Category::kOptim, layout.name + ".master");
-      } else if (offloaded_) {
-        Tensor staged = states_.empty({shard.numel()}, params_[g].dtype(), Category::kComm,
-                                      layout.name + ".offload.param");
-        to_states(params_[g], staged);
-        master = mixed_
-                     ? states_.cast(staged, DType::kF32, Category::kOptim, layout.name + ".master")
-                     : states_.empty({shard.numel()}, DType::kF32, Category::kOptim,
-                                     layout.name + ".master");
-        if (!mixed_) states_.copy(staged, master);
+    // Where each parameter's part lies in the states: fp32 moments packed
+    // in one buffer, 8-bit codes in another, absmax blocks per part.
+    int64_t n32 = 0, n8 = 0, blocks = 0;
+    for (size_t i = 0; i < layout.specs.size(); ++i) {
+      const int64_t numel = numel_of(layout.specs[i].shape);
+      const int64_t begin = std::max(layout.offsets[i], shard.begin);
+      const int64_t end = std::min(layout.offsets[i] + numel, shard.end);
+      if (begin >= end) continue;
+      Part part;
+      part.spec = i;
+      part.from = begin - shard.begin;
+      part.to = end - shard.begin;
+      // bitsandbytes decides on the whole parameter (p.numel() <
+      // min_8bit_size), so every rank of a sharded run decides alike.
+      part.eight_bit = config_.eight_bit && numel >= config_.min_8bit_size;
+      if (part.eight_bit) {
+        part.at = n8;
+        part.block = blocks;
+        n8 += part.to - part.from;
+        blocks += blocks_of(part.to - part.from);
+      } else {
+        part.at = n32;
+        n32 += part.to - part.from;
       }
-      m = states_.empty({shard.numel()}, DType::kF32, Category::kOptim, layout.name + ".adam_m");
-      states_.fill(m, 0.0f);
-      v = states_.empty({shard.numel()}, DType::kF32, Category::kOptim, layout.name + ".adam_v");
-      states_.fill(v, 0.0f);
+      state.parts.push_back(part);
     }
-    if (padded && shard.padding() > 0)
-      padding = states_.empty({shard.padding() * (mixed_ || offloaded_ ? 3 : 2)}, DType::kF32,
-                              Category::kOptim, layout.name + ".zero_padding");
-    master_.push_back(std::move(master));
-    m_.push_back(std::move(m));
-    v_.push_back(std::move(v));
-    padding_.push_back(std::move(padding));
+    if (shard.numel() > 0) {
+      if (has_master) {
+        if (!offloaded_) {
+          state.master =
+              backend.cast(params_[g], master_dtype, Category::kOptim, layout.name + ".master");
+        } else {
+          Tensor staged = states_.empty({shard.numel()}, params_[g].dtype(), Category::kComm,
+                                        layout.name + ".offload.param");
+          to_states(params_[g], staged);
+          state.master =
+              states_.cast(staged, master_dtype, Category::kOptim, layout.name + ".master");
+        }
+      }
+      auto zeros = [&](int64_t n, DType dtype, const std::string& tag) {
+        Tensor t = states_.empty({n}, dtype, Category::kOptim, layout.name + tag);
+        states_.fill(t, 0.0f);
+        return t;
+      };
+      if (n32 > 0) {
+        state.m = zeros(n32, DType::kF32, ".adam_m");
+        state.v = zeros(n32, DType::kF32, ".adam_v");
+      }
+      // bitsandbytes starts the codes at 0 and the absmax at 0: every value
+      // dequantizes to 0.
+      if (n8 > 0) {
+        state.m8 = zeros(n8, DType::kU8, ".adam_m8");
+        state.v8 = zeros(n8, DType::kU8, ".adam_v8");
+        state.m_absmax = zeros(blocks, DType::kF32, ".adam_m8.absmax");
+        state.v_absmax = zeros(blocks, DType::kF32, ".adam_v8.absmax");
+      }
+    }
+    if (padded && shard.padding() > 0) {
+      // The padding holds states like the rest of the shard: a master and
+      // fp32 moments, or 8-bit moments with their absmax when the group's
+      // last parameter (the one the padding extends) is 8-bit.
+      const bool last_eight_bit = config_.eight_bit && !layout.specs.empty() &&
+                                  numel_of(layout.specs.back().shape) >= config_.min_8bit_size;
+      const int64_t pad = shard.padding();
+      int64_t bytes = has_master ? pad * static_cast<int64_t>(size_of(master_dtype)) : 0;
+      bytes += last_eight_bit ? 2 * pad + 2 * blocks_of(pad) * 4 : 8 * pad;
+      state.padding =
+          states_.empty({bytes}, DType::kU8, Category::kOptim, layout.name + ".zero_padding");
+    }
+    groups_.push_back(std::move(state));
   }
 }
 
@@ -110,13 +176,18 @@ void AdamW::from_states(const Tensor& src, Tensor& dst) {
 std::vector<std::pair<std::string, Tensor*>> AdamW::state() {
   std::vector<std::pair<std::string, Tensor*>> state;
   for (size_t g = 0; g < layouts_.size(); ++g) {
-    if (!m_[g].defined()) continue;
-    state.emplace_back(layouts_[g].name + ".adam_m", &m_[g]);
-    state.emplace_back(layouts_[g].name + ".adam_v", &v_[g]);
+    GroupState& s = groups_[g];
+    const std::string& name = layouts_[g].name;
+    for (const auto& [suffix, tensor] : {std::pair<const char*, Tensor*>{".adam_m", &s.m},
+                                         {".adam_v", &s.v},
+                                         {".adam_m8", &s.m8},
+                                         {".adam_v8", &s.v8},
+                                         {".adam_m8.absmax", &s.m_absmax},
+                                         {".adam_v8.absmax", &s.v_absmax}})
+      if (tensor->defined()) state.emplace_back(name + suffix, tensor);
     // An fp32 model's offloaded master is a copy of its parameters, which
     // the checkpoint's weights hold already.
-    if (master_[g].defined() && mixed_)
-      state.emplace_back(layouts_[g].name + ".master", &master_[g]);
+    if (s.master.defined() && mixed_) state.emplace_back(name + ".master", &s.master);
   }
   return state;
 }
@@ -127,11 +198,13 @@ void AdamW::step(const std::vector<Tensor>& grad_shards, float lr, float grad_sc
   for (size_t g = 0; g < layouts_.size(); ++g) {
     const GroupLayout& layout = layouts_[g];
     const GroupShard& shard = shards_[g];
+    GroupState& s = groups_[g];
     if (shard.numel() == 0 || !layout.trainable) continue;
     // Where the update happens: on the parameters' backend, or offloaded on
-    // the states' backend over copies of the gradients (and, for bf16, the
-    // parameters the master rounds into); an fp32 model updates its master.
-    Tensor params = params_[g], grads = grad_shards[g], master = master_[g];
+    // the states' backend over copies of the gradients (and, for bf16, of
+    // the parameters: rounded from the master, or updated in place when
+    // there is none); an fp32 model updates its master.
+    Tensor params = params_[g], grads = grad_shards[g], master = s.master;
     if (offloaded_) {
       grads = states_.empty({shard.numel()}, grad_shards[g].dtype(), Category::kComm,
                             layout.name + ".offload.grad");
@@ -139,32 +212,38 @@ void AdamW::step(const std::vector<Tensor>& grad_shards, float lr, float grad_sc
       if (mixed_) {
         params = states_.empty({shard.numel()}, params_[g].dtype(), Category::kComm,
                                layout.name + ".offload.param");
+        if (!master.defined()) to_states(params_[g], params);
       } else {
-        params = master_[g];
+        params = s.master;
         master = Tensor();
       }
     }
-    for (size_t i = 0; i < layout.specs.size(); ++i) {
-      // The part of parameter i inside this rank's shard, as flat 1-D views
-      // of every buffer (all of them start at the shard).
-      const int64_t begin = std::max(layout.offsets[i], shard.begin);
-      const int64_t end = std::min(layout.offsets[i] + numel_of(layout.specs[i].shape), shard.end);
-      if (begin >= end) continue;
-      const int64_t from = begin - shard.begin, to = end - shard.begin;
-      Tensor param = params.rows(from, to);
-      Tensor grad = grads.rows(from, to);
-      Tensor m = m_[g].rows(from, to);
-      Tensor v = v_[g].rows(from, to);
-      Tensor master_part = master.defined() ? master.rows(from, to) : Tensor();
+    for (const Part& part : s.parts) {
+      // The part of the parameter inside this rank's shard, as flat 1-D
+      // views of every buffer.
+      Tensor param = params.rows(part.from, part.to);
+      Tensor grad = grads.rows(part.from, part.to);
+      Tensor master_part = master.defined() ? master.rows(part.from, part.to) : Tensor();
       AdamWParams p;
       p.lr = lr;
       p.beta1 = config_.beta1;
       p.beta2 = config_.beta2;
       p.eps = config_.eps;
-      p.weight_decay = is_decayed(layout.specs[i].name) ? config_.weight_decay : 0.0f;
+      p.weight_decay = is_decayed(layout.specs[part.spec].name) ? config_.weight_decay : 0.0f;
       p.step = step;
       p.grad_scale = grad_scale;
-      states_.adamw_update(param, master_part, grad, m, v, p);
+      const int64_t n = part.to - part.from;
+      if (part.eight_bit) {
+        Tensor m = s.m8.rows(part.at, part.at + n);
+        Tensor v = s.v8.rows(part.at, part.at + n);
+        Tensor m_absmax = s.m_absmax.rows(part.block, part.block + blocks_of(n));
+        Tensor v_absmax = s.v_absmax.rows(part.block, part.block + blocks_of(n));
+        states_.adamw8bit_update(param, master_part, grad, m, v, m_absmax, v_absmax, p);
+      } else {
+        Tensor m = s.m.rows(part.at, part.at + n);
+        Tensor v = s.v.rows(part.at, part.at + n);
+        states_.adamw_update(param, master_part, grad, m, v, p);
+      }
     }
     if (offloaded_) from_states(params, params_[g]);
   }

@@ -2,8 +2,10 @@
 // checkpoint left it: AdamW's moments (and fp32 master weights for bf16),
 // the step and update counts, and the data cursor. Beside model.safetensors
 // and config.json in a checkpoint folder:
-//   optimizer.safetensors  fp32 tensors "<group>.adam_m", "<group>.adam_v",
-//                          "<group>.master" (see AdamW::state); with ZeRO
+//   optimizer.safetensors  the tensors of AdamW::state, each in its dtype:
+//                          "<group>.adam_m", "<group>.adam_v" (F32),
+//                          "<group>.adam_m8", "<group>.adam_v8" (U8) and
+//                          their ".absmax" (F32), "<group>.master"; with ZeRO
 //                          sharding over N ranks, one file per rank instead:
 //                          optimizer.rank<R>.safetensors, each rank's shards
 //   trainer_state.json     {"step", "updates", "skipped", "data_cursor":

@@ -10,7 +10,7 @@ namespace headroom::backend_test {
 // fill, fill_uniform, copy, cast, add, dropout, gemm, copy_from_host,
 // copy_to_host, scale, sum_squares (op_cases_basic.cc).
 void add_basic_cases(std::vector<OpCase>& cases);
-// embedding, rmsnorm, rope, bias, swiglu, cross_entropy, adamw
+// embedding, rmsnorm, rope, bias, swiglu, cross_entropy, adamw, adamw8bit
 // (op_cases_model.cc).
 void add_model_cases(std::vector<OpCase>& cases);
 // attention_forward, attention_backward (op_cases_attention.cc).

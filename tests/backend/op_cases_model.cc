@@ -1,8 +1,10 @@
 // Harness cases of the model ops: embedding, rmsnorm, rope, bias, swiglu,
-// cross_entropy (forward and backward each), and adamw_update. References
+// cross_entropy (forward and backward each), adamw_update and
+// adamw8bit_update. References
 // are the contracts of backend/backend.h in float64, in plain loops; the
 // backward cases carry a finite-difference instance (fp32, small shapes)
 // whose loss runs the backend's own forward.
+#include <algorithm>
 #include <cmath>
 
 #include "op_cases.h"
@@ -666,59 +668,96 @@ struct CrossEntropyBackwardCase {
   }
 };
 
-// ---- adamw_update ----
+// ---- adamw_update, adamw8bit_update ----
+
+// The weight an update is computed on: the master's values when there is one
+// (fp32 or bf16), the parameter's otherwise; both written with the result.
+enum class Master { kNone, kFp32, kBf16 };
+
+std::string master_name(DType dtype, Master master) {
+  if (dtype == kF32) return "";
+  return master == Master::kFp32 ? "_master_fp32"
+                                 : (master == Master::kBf16 ? "_master_bf16" : "_in_place");
+}
+
+AdamWParams adamw_params_of(int64_t step, float weight_decay, float grad_scale) {
+  AdamWParams a;
+  a.lr = 1e-2f;
+  a.weight_decay = weight_decay;
+  a.step = step;
+  a.grad_scale = grad_scale;
+  return a;
+}
+
+// param, master (or undefined) and grad, in that order.
+void add_weights(OpRun& r, DType dtype, Master master, int64_t n) {
+  Operand weights = random_operand("master", {n}, kF32, 1, 1.0, Category::kOptim);
+  if (master == Master::kBf16)
+    weights = given("master", {n}, kBF16, weights.values, Category::kOptim);
+  r.add(given("param", {n}, dtype, weights.values, Category::kParam));
+  if (dtype == kBF16 && master != Master::kNone)
+    r.add(weights);
+  else
+    r.add(undefined("master"));
+  r.add(random_operand("grad", {n}, dtype, 2, 1.0, Category::kGrad));
+}
+
+// The updated weights as the outputs "param" and (with a master) "master".
+Values weight_outputs(const OpRun& run, std::vector<double> w) {
+  Values out;
+  if (run.operand("master").defined) out["master"] = w;
+  out["param"] = std::move(w);
+  return out;
+}
+
+std::vector<double> weights_before(const OpRun& run) {
+  return run.operand("master").defined ? run.v("master") : run.v("param");
+}
 
 struct AdamwCase {
   static constexpr Op kOp = Op::kAdamwUpdate;
   struct Params {
-    DType dtype;  // param's; bf16 updates an fp32 master
+    DType dtype;  // param's; bf16 updates a master, or itself
     int64_t n;
     int64_t step;
     float weight_decay;
     float grad_scale;
+    Master master = Master::kFp32;
   };
   static std::vector<Params> params() {
-    return {{kF32, 1, 1, 0.0f, 1.0f},      {kF32, 1031, 1, 0.1f, 1.0f},
-            {kF32, 1031, 10, 0.1f, 0.5f},  {kBF16, 1031, 1, 0.0f, 1.0f},
-            {kBF16, 1031, 7, 0.1f, 0.25f}, {kBF16, 1, 3, 0.1f, 1.0f},
+    return {{kF32, 1, 1, 0.0f, 1.0f},
+            {kF32, 1031, 1, 0.1f, 1.0f},
+            {kF32, 1031, 10, 0.1f, 0.5f},
+            {kBF16, 1031, 1, 0.0f, 1.0f},
+            {kBF16, 1031, 7, 0.1f, 0.25f},
+            {kBF16, 1, 3, 0.1f, 1.0f},
+            {kBF16, 1031, 7, 0.1f, 0.25f, Master::kBf16},
+            {kBF16, 1031, 7, 0.1f, 0.25f, Master::kNone},
+            {kBF16, 1, 2, 0.0f, 1.0f, Master::kNone},
             {kF32, 0, 1, 0.1f, 1.0f}};
   }
   static std::string name(const Params& p) {
-    return dtype_name(p.dtype) + "_N" + std::to_string(p.n) + "_step" + std::to_string(p.step) +
-           "_wd" + number_name(p.weight_decay) + "_gs" + number_name(p.grad_scale);
-  }
-  static AdamWParams adamw_params(const Params& p) {
-    AdamWParams a;
-    a.lr = 1e-2f;
-    a.weight_decay = p.weight_decay;
-    a.step = p.step;
-    a.grad_scale = p.grad_scale;
-    return a;
+    return dtype_name(p.dtype) + master_name(p.dtype, p.master) + "_N" + std::to_string(p.n) +
+           "_step" + std::to_string(p.step) + "_wd" + number_name(p.weight_decay) + "_gs" +
+           number_name(p.grad_scale);
   }
   static OpRun build(const Params& p) {
     OpRun r;
-    Operand master = random_operand("master", {p.n}, kF32, 1, 1.0, Category::kOptim);
-    Operand param = given("param", {p.n}, p.dtype, master.values, Category::kParam);
-    r.add(param);
-    if (p.dtype == kBF16)
-      r.add(master);
-    else
-      r.add(undefined("master"));
-    r.add(random_operand("grad", {p.n}, p.dtype, 2, 1.0, Category::kGrad));
+    add_weights(r, p.dtype, p.master, p.n);
     r.add(random_operand("m", {p.n}, kF32, 3, 0.1, Category::kOptim));
     Operand& second_moment = r.add(random_operand("v", {p.n}, kF32, 4, 0.01, Category::kOptim));
     for (double& x : second_moment.values)
       x = std::fabs(x);  // a second moment
     r.call = [p](Backend& be, OpRun& run) {
       be.adamw_update(run.t("param"), run.t("master"), run.t("grad"), run.t("m"), run.t("v"),
-                      adamw_params(p));
+                      adamw_params_of(p.step, p.weight_decay, p.grad_scale));
     };
     r.reference = [p](const OpRun& run) {
-      const AdamWParams a = adamw_params(p);
+      const AdamWParams a = adamw_params_of(p.step, p.weight_decay, p.grad_scale);
       const double beta1 = a.beta1, beta2 = a.beta2, lr = a.lr, eps = a.eps;
       const double bc1 = 1 - std::pow(beta1, static_cast<double>(a.step));
       const double bc2 = 1 - std::pow(beta2, static_cast<double>(a.step));
-      std::vector<double> w = p.dtype == kBF16 ? run.v("master") : run.v("param");
+      std::vector<double> w = weights_before(run);
       std::vector<double> m = run.v("m"), v = run.v("v");
       for (size_t i = 0; i < w.size(); ++i) {
         double g = run.v("grad")[i] * a.grad_scale;
@@ -727,8 +766,125 @@ struct AdamwCase {
         v[i] = beta2 * v[i] + (1 - beta2) * g * g;
         w[i] -= lr / bc1 * m[i] / (std::sqrt(v[i]) / std::sqrt(bc2) + eps);
       }
-      Values out{{"param", w}, {"m", m}, {"v", v}};
-      if (p.dtype == kBF16) out["master"] = w;
+      Values out = weight_outputs(run, w);
+      out["m"] = m;
+      out["v"] = v;
+      return out;
+    };
+    return r;
+  }
+};
+
+// bitsandbytes' dynamic map from its definition (create_dynamic_map with
+// max_exponent_bits 7, total_bits 8), in float64 and with an exact
+// linspace: independent of backend/common/dynamic_map.cc's fp32 one.
+std::vector<double> reference_dynamic_map(bool is_signed) {
+  std::vector<double> data;
+  for (int i = 0; i < 7; ++i) {
+    const int n = is_signed ? (1 << i) + 1 : (1 << (i + 1)) + 1;
+    for (int j = 0; j + 1 < n; ++j) {
+      const double lo = 0.1 + 0.9 * j / (n - 1), hi = 0.1 + 0.9 * (j + 1) / (n - 1);
+      const double value = std::pow(10.0, i - 6) * (lo + hi) / 2;
+      data.push_back(value);
+      if (is_signed) data.push_back(-value);
+    }
+  }
+  data.push_back(0);
+  data.push_back(1);
+  std::sort(data.begin(), data.end());
+  return data;
+}
+
+// The nearest code (ties low), with bitsandbytes' sign rule for m.
+double reference_quantize(const std::vector<double>& map, bool is_signed, double x) {
+  size_t best = 0;
+  for (size_t c = 1; c < map.size(); ++c)
+    if (std::fabs(map[c] - x) < std::fabs(map[best] - x)) best = c;
+  if (is_signed && x > 0 && map[best] < 0) ++best;
+  if (is_signed && x < 0 && map[best] >= 0) --best;
+  return static_cast<double>(best);
+}
+
+struct Adamw8bitCase {
+  static constexpr Op kOp = Op::kAdamw8bitUpdate;
+  struct Params {
+    DType dtype;
+    int64_t n;  // blocks of 256, the last one partial unless n % 256 == 0
+    int64_t step;
+    float weight_decay;
+    float grad_scale;
+    Master master = Master::kFp32;
+  };
+  static std::vector<Params> params() {
+    return {{kF32, 1, 1, 0.0f, 1.0f},
+            {kF32, 1031, 3, 0.1f, 0.5f},
+            {kF32, 512, 1, 0.0f, 1.0f},
+            {kBF16, 1031, 5, 0.1f, 1.0f},
+            {kBF16, 700, 2, 0.1f, 0.25f, Master::kBf16},
+            {kBF16, 700, 2, 0.1f, 0.25f, Master::kNone},
+            {kF32, 0, 1, 0.1f, 1.0f}};
+  }
+  static std::string name(const Params& p) {
+    return dtype_name(p.dtype) + master_name(p.dtype, p.master) + "_N" + std::to_string(p.n) +
+           "_step" + std::to_string(p.step) + "_wd" + number_name(p.weight_decay) + "_gs" +
+           number_name(p.grad_scale);
+  }
+  static OpRun build(const Params& p) {
+    OpRun r;
+    const int64_t blocks = (p.n + 255) / 256;
+    add_weights(r, p.dtype, p.master, p.n);
+    r.add(given("m", {p.n}, DType::kU8, random_integers(p.n, 5, 0, 255), Category::kOptim));
+    r.add(given("v", {p.n}, DType::kU8, random_integers(p.n, 6, 0, 255), Category::kOptim));
+    Operand& m_absmax = r.add(random_operand("m_absmax", {blocks}, kF32, 7, 0.1, Category::kOptim));
+    Operand& v_absmax =
+        r.add(random_operand("v_absmax", {blocks}, kF32, 8, 0.01, Category::kOptim));
+    for (double& x : m_absmax.values)
+      x = std::fabs(x);
+    for (double& x : v_absmax.values)
+      x = std::fabs(x);
+    r.call = [p](Backend& be, OpRun& run) {
+      be.adamw8bit_update(run.t("param"), run.t("master"), run.t("grad"), run.t("m"), run.t("v"),
+                          run.t("m_absmax"), run.t("v_absmax"),
+                          adamw_params_of(p.step, p.weight_decay, p.grad_scale));
+    };
+    r.reference = [p, blocks](const OpRun& run) {
+      const AdamWParams a = adamw_params_of(p.step, p.weight_decay, p.grad_scale);
+      const double beta1 = a.beta1, beta2 = a.beta2, lr = a.lr, eps = a.eps;
+      const double c1 = 1 - std::pow(beta1, static_cast<double>(a.step));
+      const double c2 = std::sqrt(1 - std::pow(beta2, static_cast<double>(a.step)));
+      const std::vector<double> map_s = reference_dynamic_map(true);
+      const std::vector<double> map_u = reference_dynamic_map(false);
+      std::vector<double> w = weights_before(run);
+      std::vector<double> mc = run.v("m"), vc = run.v("v");
+      std::vector<double> ma = run.v("m_absmax"), va = run.v("v_absmax");
+      for (int64_t b = 0; b < blocks; ++b) {
+        const size_t lo = static_cast<size_t>(b * 256);
+        const size_t hi = std::min(w.size(), lo + 256);
+        std::vector<double> m(hi - lo), v(hi - lo);
+        double m_max = 0, v_max = 0;
+        for (size_t i = lo; i < hi; ++i) {
+          const double g = run.v("grad")[i] * a.grad_scale;
+          m[i - lo] = beta1 * map_s[static_cast<size_t>(mc[i])] * ma[static_cast<size_t>(b)] +
+                      (1 - beta1) * g;
+          v[i - lo] = beta2 * map_u[static_cast<size_t>(vc[i])] * va[static_cast<size_t>(b)] +
+                      (1 - beta2) * g * g;
+          m_max = std::max(m_max, std::fabs(m[i - lo]));
+          v_max = std::max(v_max, v[i - lo]);
+          w[i] -= lr * c2 / c1 * m[i - lo] / (std::sqrt(v[i - lo]) + c2 * eps);
+          w[i] *= 1 - lr * a.weight_decay;  // after the update, as bitsandbytes' kernel
+        }
+        ma[static_cast<size_t>(b)] = m_max;
+        va[static_cast<size_t>(b)] = v_max;
+        for (size_t i = lo; i < hi; ++i) {
+          mc[i] = reference_quantize(map_s, true, m[i - lo] / m_max);
+          vc[i] = reference_quantize(map_u, false, v[i - lo] / v_max);
+        }
+      }
+      Values out = weight_outputs(run, w);
+      out["m"] = mc;
+      out["v"] = vc;
+      out["m_absmax"] = ma;
+      out["v_absmax"] = va;
       return out;
     };
     return r;
@@ -751,6 +907,7 @@ void add_model_cases(std::vector<OpCase>& cases) {
   add_case<CrossEntropyForwardCase>(cases);
   add_case<CrossEntropyBackwardCase>(cases);
   add_case<AdamwCase>(cases);
+  add_case<Adamw8bitCase>(cases);
 }
 
 }  // namespace headroom::backend_test

@@ -171,6 +171,52 @@ ModelState model_state(const TraceReader& trace) {
   return state;
 }
 
+// optimizer.master_dtype and optimizer.kind under ZeRO-1 on 2 ranks: the
+// master and the moments are sharded like the default's, 8 bytes per
+// element with no master, 10 with a bf16 one; the 8-bit states of both
+// ranks together are one rank's, up to the partial blocks a shard boundary
+// adds (an fp32 absmax for m and for v, 8 bytes, per cut parameter) and the
+// padding.
+TEST_F(Mpi, MasterAndEightBitStatesShardLikeTheRest) {
+  const std::string set =
+      " --set model.dtype=bf16 --set memory.allocator=exact --set run.steps=1 --overwrite";
+  auto optim_of = [&](const std::string& name, int rank) {
+    return model_state(TraceReader::open(
+                           (dir_ / "results" / name / ("plan.rank" + std::to_string(rank) + ".h5"))
+                               .string()))
+        .optim;
+  };
+  auto param_of = [&](const std::string& name) {
+    return model_state(TraceReader::open((dir_ / "results" / name / "plan.rank0.h5").string()))
+        .param;
+  };
+  for (const auto& [master, bytes] : {std::pair<std::string, uint64_t>{"none", 8},
+                                      std::pair<std::string, uint64_t>{"bf16", 10}}) {
+    SCOPED_TRACE(master);
+    const std::string name = "m" + master;
+    ASSERT_EQ(headroom(0, "plan",
+                       set + " --set optimizer.master_dtype=\\\"" + master +
+                           "\\\" --set zero.stage=1 --world-size 2 --set run.name=" + name)
+                  .code,
+              0);
+    const uint64_t psi = param_of(name) / 2;
+    const uint64_t total = optim_of(name, 0) + optim_of(name, 1);
+    EXPECT_GE(total, bytes * psi);
+    EXPECT_LT(total - bytes * psi, bytes * 6 * 2) << "only the padding of 6 groups";
+    EXPECT_NEAR(static_cast<double>(optim_of(name, 0)), static_cast<double>(bytes * psi) / 2,
+                static_cast<double>(bytes * 6 * 2));
+  }
+  const std::string eight = set + " --set optimizer.kind=\\\"adamw_8bit\\\"";
+  ASSERT_EQ(headroom(0, "plan", eight + " --set run.name=e1").code, 0);
+  ASSERT_EQ(
+      headroom(0, "plan", eight + " --set zero.stage=1 --world-size 2 --set run.name=e2").code, 0);
+  const uint64_t whole = optim_of("e1", 0), sharded = optim_of("e2", 0) + optim_of("e2", 1);
+  EXPECT_GE(sharded, whole);
+  // tiny: 6 groups of at most 11 parameters, one of them cut per group;
+  // plus each group's padding (fewer than 2 elements at up to 12 bytes).
+  EXPECT_LE(sharded - whole, 6 * (8 + 2 * 12)) << "whole " << whole << ", sharded " << sharded;
+}
+
 // ZeRO's arithmetic for mixed-precision Adam (bf16 weights and gradients,
 // fp32 master, m and v), per rank: 2Ψ + 2Ψ + 12Ψ at stage 0, 2Ψ + 2Ψ +
 // 12Ψ/N at 1, 2Ψ + 2Ψ/N + 12Ψ/N at 2, 2Ψ/N + 2Ψ/N + 12Ψ/N at 3. Each 1/N

@@ -90,8 +90,7 @@ TEST_F(RunFolderTest, LateErrorsWithOverwriteLeaveTheEarlierRunAsItWas) {
        "batch.seq_len"},
       {"--set checkpoint.save_every=1 --set checkpoint.dir=\\\"file\\\"", "checkpoint.dir"},
       {"--set loss.logits_dtype=\\\"bf16\\\"", "loss.logits_dtype"},
-      {"--set optimizer.master_dtype=\\\"bf16\\\" --set model.dtype=\\\"bf16\\\"",
-       "optimizer.master_dtype"},
+      {"--set optimizer.master_dtype=\\\"bf16\\\"", "optimizer.master_dtype"},
       {"--set data.synthesize_if_missing=false --set data.path=\\\"missing/none.h5\\\"",
        "data.path"},
       {"--set data.synthesize_if_missing=true --set data.path=\\\"new.h5\\\" "

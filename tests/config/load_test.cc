@@ -80,7 +80,8 @@ TEST(ConfigDefaults, DescribeASmallCpuQuickstart) {
   EXPECT_EQ(c.optimizer.eps, 1e-8);
   EXPECT_EQ(c.optimizer.weight_decay, 0.1);
   EXPECT_EQ(c.optimizer.grad_clip, 1.0);
-  EXPECT_EQ(c.optimizer.master_dtype, Precision::kFp32);
+  EXPECT_EQ(c.optimizer.master_dtype, OptimizerSection::Master::kFp32);
+  EXPECT_EQ(c.optimizer.kind, OptimizerSection::Kind::kAdamw);
   EXPECT_EQ(c.schedule.decay, ScheduleSection::Decay::kCosine);
   EXPECT_LE(c.schedule.warmup_steps, c.run.steps);
   EXPECT_TRUE(c.trace.memory_events);
@@ -592,7 +593,16 @@ TEST(ConfigRules, MasterCopyNotLessPreciseThanWeights) {
             "model.dtype = \"fp32\"");
   EXPECT_EQ(load("[model]\ndtype = \"bf16\"\n[optimizer]\nmaster_dtype = \"bf16\"\n")
                 .optimizer.master_dtype,
-            Precision::kBf16);
+            OptimizerSection::Master::kBf16);
+  // fp32 weights are their own master: "none" is "fp32" for them, not a contradiction.
+  EXPECT_EQ(load("[optimizer]\nmaster_dtype = \"none\"\n").optimizer.master_dtype,
+            OptimizerSection::Master::kNone);
+  EXPECT_EQ(error_of("[optimizer]\nmaster_dtype = \"fp16\"\n"),
+            "x.toml:2:16: optimizer.master_dtype: expected \"fp32\", \"bf16\" or \"none\", got "
+            "\"fp16\"");
+  EXPECT_EQ(error_of("[optimizer]\nkind = \"adamw8bit\"\n"),
+            "x.toml:2:8: optimizer.kind: expected \"adamw\" or \"adamw_8bit\", got "
+            "\"adamw8bit\" (did you mean \"adamw_8bit\"?)");
 }
 
 TEST(ConfigRules, PresetOrHfConfig) {

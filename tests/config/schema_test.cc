@@ -73,12 +73,13 @@ ExperimentConfig everything_changed() {
                   .format = CheckpointSection::Format::kSharded,
                   .save_initial = true,
                   .resume_from = "/ckpt/step-100"};
-  c.optimizer = {.lr = 1.7e-5,
+  c.optimizer = {.kind = OptimizerSection::Kind::kAdamw8bit,
+                 .lr = 1.7e-5,
                  .betas = {0.8, 0.999},
                  .eps = 1e-6,
                  .weight_decay = 0.0,
                  .grad_clip = 0.5,
-                 .master_dtype = Precision::kBf16,
+                 .master_dtype = OptimizerSection::Master::kBf16,
                  .max_nonfinite_steps = 3};
   c.schedule = {
       .warmup_steps = 100, .decay = ScheduleSection::Decay::kConstant, .min_lr = 1.0 / 3.0 * 1e-5};
@@ -152,6 +153,7 @@ TEST(ConfigSchema, HasEveryKeyOfTheDesignSketch) {
                            "checkpoint.dir",
                            "checkpoint.format",
                            "checkpoint.save_initial",
+                           "optimizer.kind",
                            "optimizer.lr",
                            "optimizer.betas",
                            "optimizer.eps",

@@ -123,7 +123,8 @@ std::map<std::string, KeyCase> key_cases(const std::string& hf_a, const std::str
       {"optimizer.eps", {"1e-6"}},
       {"optimizer.weight_decay", {"0.5"}},
       {"optimizer.grad_clip", {"0.5"}},
-      {"optimizer.master_dtype", {"\"bf16\"", {"model.dtype=\"bf16\""}, true}},
+      {"optimizer.kind", {"\"adamw_8bit\""}},
+      {"optimizer.master_dtype", {"\"none\"", {"model.dtype=\"bf16\""}}},
       {"optimizer.max_nonfinite_steps", {"3"}},
 
       {"schedule.warmup_steps", {"2"}},

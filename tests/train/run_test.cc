@@ -116,6 +116,31 @@ void expect_same_steps(const std::vector<StepRecord>& got, const std::vector<Ste
   }
 }
 
+// A plan and a cpu run of the same config make the same allocator events.
+void expect_same_allocations(const RunResult& real, const RunResult& plan) {
+  const TraceReader a = TraceReader::open(real.trace_path.string());
+  const TraceReader b = TraceReader::open(plan.trace_path.string());
+  EXPECT_EQ(b.header().backend, "meta");
+  const std::vector<MemoryEvent> ea = a.events(), eb = b.events();
+  const std::vector<std::string> ta = a.tags(), tb = b.tags();
+  ASSERT_GT(ea.size(), 100u);
+  ASSERT_EQ(ea.size(), eb.size());
+  for (size_t i = 0; i < ea.size(); ++i) {
+    ASSERT_EQ(ea[i].action, eb[i].action) << "event " << i;
+    ASSERT_EQ(ea[i].bytes, eb[i].bytes) << "event " << i;
+    ASSERT_EQ(ta[ea[i].tag_id], tb[eb[i].tag_id]) << "event " << i;
+    ASSERT_EQ(ea[i].category, eb[i].category) << "event " << i;
+    ASSERT_EQ(ea[i].phase, eb[i].phase) << "event " << i;
+    ASSERT_EQ(ea[i].layer, eb[i].layer) << "event " << i;
+    ASSERT_EQ(ea[i].step, eb[i].step) << "event " << i;
+  }
+  EXPECT_EQ(real.memory.peak_allocated, plan.memory.peak_allocated);
+  EXPECT_EQ(real.memory.peak_reserved, plan.memory.peak_reserved);
+  EXPECT_EQ(real.phase_peaks, plan.phase_peaks);
+  EXPECT_EQ(real.peak_step_allocated, plan.peak_step_allocated);
+  EXPECT_EQ(real.longest_sample, plan.longest_sample);
+}
+
 TEST_F(RunTest, PlanMakesExactlyTheAllocationsOfTheRun) {
   for (const char* dtype : {"fp32", "bf16"}) {
     SCOPED_TRACE(dtype);
@@ -129,28 +154,41 @@ TEST_F(RunTest, PlanMakesExactlyTheAllocationsOfTheRun) {
     EXPECT_EQ(plan.trace_path, run_dir("quickstart") / "plan.rank0.h5");
     EXPECT_TRUE(std::isfinite(real.last_loss));
     EXPECT_TRUE(std::isnan(plan.last_loss)) << "a plan computes no loss";
+    expect_same_allocations(real, plan);
+  }
+}
 
-    const TraceReader a = TraceReader::open(real.trace_path.string());
-    const TraceReader b = TraceReader::open(plan.trace_path.string());
-    EXPECT_EQ(b.header().backend, "meta");
-    const std::vector<MemoryEvent> ea = a.events(), eb = b.events();
-    const std::vector<std::string> ta = a.tags(), tb = b.tags();
-    ASSERT_GT(ea.size(), 100u);
-    ASSERT_EQ(ea.size(), eb.size());
-    for (size_t i = 0; i < ea.size(); ++i) {
-      ASSERT_EQ(ea[i].action, eb[i].action) << "event " << i;
-      ASSERT_EQ(ea[i].bytes, eb[i].bytes) << "event " << i;
-      ASSERT_EQ(ta[ea[i].tag_id], tb[eb[i].tag_id]) << "event " << i;
-      ASSERT_EQ(ea[i].category, eb[i].category) << "event " << i;
-      ASSERT_EQ(ea[i].phase, eb[i].phase) << "event " << i;
-      ASSERT_EQ(ea[i].layer, eb[i].layer) << "event " << i;
-      ASSERT_EQ(ea[i].step, eb[i].step) << "event " << i;
-    }
-    EXPECT_EQ(real.memory.peak_allocated, plan.memory.peak_allocated);
-    EXPECT_EQ(real.memory.peak_reserved, plan.memory.peak_reserved);
-    EXPECT_EQ(real.phase_peaks, plan.phase_peaks);
-    EXPECT_EQ(real.peak_step_allocated, plan.peak_step_allocated);
-    EXPECT_EQ(real.longest_sample, plan.longest_sample);
+TEST_F(RunTest, EveryOptimizerSettingPlansAsItRunsAndResumesBitForBit) {
+  // Width 64: the 64 x 64 projections reach bitsandbytes' min_8bit_size.
+  std::ofstream(dir_.file("wide.json")) << R"({"architectures": ["Qwen3ForCausalLM"],
+    "vocab_size": 64, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+    "tie_word_embeddings": true})";
+  const std::vector<std::vector<std::string>> settings = {
+      {"model.dtype=\"bf16\"", "optimizer.master_dtype=\"none\""},
+      {"model.dtype=\"bf16\"", "optimizer.master_dtype=\"bf16\"", "optimizer.kind=\"adamw_8bit\""},
+      {"optimizer.kind=\"adamw_8bit\"", "zero.stage=1", "zero.offload_optimizer=true"},
+  };
+  for (std::vector<std::string> set : settings) {
+    set.push_back("model.hf_config=\"" + dir_.file("wide.json") + "\"");
+    SCOPED_TRACE(set[0] + " " + set[1]);
+    Recorder trained, planned;
+    std::vector<std::string> saving = set;
+    saving.push_back("checkpoint.save_every=2");
+    const RunResult real = execute(saving, RunMode::kTrain, trained, {.overwrite = true});
+    const RunResult plan = execute(saving, RunMode::kPlan, planned, {.overwrite = true});
+    ASSERT_EQ(real.outcome, RunOutcome::kFinished);
+    ASSERT_EQ(plan.outcome, RunOutcome::kFinished);
+    expect_same_allocations(real, plan);
+
+    const std::string step2 = (run_dir("quickstart") / "checkpoints" / "step-2").string();
+    std::vector<std::string> resuming = set;
+    resuming.push_back("run.name=resumed");
+    resuming.push_back("checkpoint.resume_from=\"" + step2 + "\"");
+    Recorder resumed;
+    const RunResult result = execute(resuming, RunMode::kTrain, resumed, {.overwrite = true});
+    ASSERT_EQ(result.outcome, RunOutcome::kFinished);
+    expect_same_steps(resumed.steps, {trained.steps[2], trained.steps[3]});
   }
 }
 

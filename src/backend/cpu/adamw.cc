@@ -13,14 +13,17 @@
 // addcmul_ for v, addcdiv_ for p).
 //
 // param (N) fp32: updated in place; master must be undefined.
-// param (N) bf16: the update is made on master (N) fp32 and param =
-// to_bf16(master), so steps below half a bf16 ulp still accumulate.
+// param (N) bf16: the update is computed in fp32 on master (N) fp32 or
+// bf16, and param = bf16(master), so with an fp32 master steps below half a
+// bf16 ulp still accumulate; with master undefined it is computed on param
+// itself and rounded into it (cpu/weight_update.h).
 // grad (N) param's dtype; m, v (N) fp32 optimizer state, updated in place.
 // Elementwise: deterministic for any thread count.
 // Allocates: nothing.
 #include <cmath>
 
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/weight_update.h"
 #include "backend/model_op_checks.h"
 
 namespace headroom {
@@ -76,14 +79,11 @@ void CpuKernels::adamw_update(Tensor& param, Tensor& master, const Tensor& grad,
     for (int64_t i = 0; i < n; ++i)
       p[i] = step(p[i], g[i], pm[i], pv[i], s);
   } else {
-    bf16* p = param.data<bf16>();
-    float* w = master.data<float>();
-    const bf16* g = grad.data<bf16>();
+    const WeightUpdate w(param, master);
+    const GradValues g(grad);
 #pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
-    for (int64_t i = 0; i < n; ++i) {
-      w[i] = step(w[i], to_float(g[i]), pm[i], pv[i], s);
-      p[i] = to_bf16(w[i]);
-    }
+    for (int64_t i = 0; i < n; ++i)
+      w.store(i, step(w.load(i), g[i], pm[i], pv[i], s));
   }
 }
 

@@ -64,6 +64,8 @@ class CpuKernels final : public Kernels {
                               float scale) override;
   void adamw_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
                     const AdamWParams& params) override;
+  void adamw8bit_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
+                        Tensor& m_absmax, Tensor& v_absmax, const AdamWParams& params) override;
 
  private:
   GemmPlans* gemm_plans_;

@@ -1,0 +1,88 @@
+// adamw8bit_update: one step of bitsandbytes' blockwise 8-bit AdamW
+// (bnb.optim.AdamW8bit; the CUDA kernel kOptimizerStatic8bit2StateBlockwise
+// <ADAM, T, 256, 1> of bitsandbytes 0.50), per block of 256 elements b:
+//   m = map_s[m_code] * m_absmax[b],  v = map_u[v_code] * v_absmax[b]   dequantize
+//   g *= grad_scale
+//   v = v * beta2 + (1 - beta2) * g * g
+//   m = m * beta1 + (1 - beta1) * g
+//   p = p + step_size * (m / (sqrt(v) + c2 * eps))    step_size = -lr * c2 / c1
+//   p = p * (1 - lr * wd)                             decay after the update, as bnb's kernel
+//   m_absmax[b] = max |m|, v_absmax[b] = max |v| over the block
+//   m_code = quantize(map_s, m / m_absmax[b]), v_code = quantize(map_u, v / v_absmax[b])
+// with c1 = 1 - beta1^t, c2 = sqrt(1 - beta2^t), the maps and quantize() of
+// backend/common/dynamic_map.h (a block whose absmax is 0 stores the code
+// of 0). Scalars are computed in double and rounded to fp32; bnb's kernel
+// computes them in fp32 with __powf: they differ by an ulp at most.
+//
+// param, master, grad as for adamw_update (cpu/weight_update.h); m, v (N)
+// uint8 codes, m_absmax, v_absmax (ceil(N / 256)) fp32, the last block
+// partial. Blocks are independent: deterministic for any thread count.
+// Allocates: nothing.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/common/dynamic_map.h"
+#include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/weight_update.h"
+
+namespace headroom {
+
+void CpuKernels::adamw8bit_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
+                                  Tensor& v, Tensor& m_absmax, Tensor& v_absmax,
+                                  const AdamWParams& params) {
+  const double t = static_cast<double>(params.step);
+  const double c1 = 1.0 - std::pow(static_cast<double>(params.beta1), t);
+  const double c2 = std::sqrt(1.0 - std::pow(static_cast<double>(params.beta2), t));
+  const float step_size = static_cast<float>(-static_cast<double>(params.lr) * c2 / c1);
+  const float c2_eps = static_cast<float>(c2 * static_cast<double>(params.eps));
+  const float decay =
+      static_cast<float>(1.0 - static_cast<double>(params.lr) * params.weight_decay);
+  const bool decays = params.weight_decay > 0.0f;
+  const float beta1 = params.beta1, beta2 = params.beta2;
+  const float one_minus_beta1 = 1.0f - beta1, one_minus_beta2 = 1.0f - beta2;
+  const float grad_scale = params.grad_scale;
+
+  const std::array<float, 256>& map_s = dynamic_map(true);
+  const std::array<float, 256>& map_u = dynamic_map(false);
+  const uint8_t zero_s = quantize_to_map(map_s, true, 0.0f);
+  const uint8_t zero_u = quantize_to_map(map_u, false, 0.0f);
+
+  const WeightUpdate w(param, master);
+  const GradValues g(grad);
+  uint8_t* mc = m.data<uint8_t>();
+  uint8_t* vc = v.data<uint8_t>();
+  float* ma = m_absmax.data<float>();
+  float* va = v_absmax.data<float>();
+  const int64_t n = param.numel();
+  const int64_t blocks = (n + kQuantBlock - 1) / kQuantBlock;
+#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t lo = b * kQuantBlock, hi = std::min(n, lo + kQuantBlock);
+    float ms[kQuantBlock], vs[kQuantBlock];
+    float m_max = 0.0f, v_max = 0.0f;
+    for (int64_t i = lo; i < hi; ++i) {
+      const float gi = g[i] * grad_scale;
+      float vi = map_u[vc[i]] * va[b];
+      vi = vi * beta2 + one_minus_beta2 * gi * gi;
+      float mi = map_s[mc[i]] * ma[b];
+      mi = mi * beta1 + one_minus_beta1 * gi;
+      m_max = std::max(m_max, std::fabs(mi));
+      v_max = std::max(v_max, std::fabs(vi));
+      ms[i - lo] = mi;
+      vs[i - lo] = vi;
+    }
+    for (int64_t i = lo; i < hi; ++i) {
+      float p = w.load(i) + step_size * (ms[i - lo] / (std::sqrt(vs[i - lo]) + c2_eps));
+      if (decays) p *= decay;
+      w.store(i, p);
+    }
+    ma[b] = m_max;
+    va[b] = v_max;
+    for (int64_t i = lo; i < hi; ++i) {
+      mc[i] = m_max > 0 ? quantize_to_map(map_s, true, ms[i - lo] / m_max) : zero_s;
+      vc[i] = v_max > 0 ? quantize_to_map(map_u, false, vs[i - lo] / v_max) : zero_u;
+    }
+  }
+}
+
+}  // namespace headroom
