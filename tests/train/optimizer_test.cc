@@ -227,7 +227,7 @@ TEST(AdamWState, EightBitStatesRoundTripThroughACheckpoint) {
   EXPECT_GT(eight_bit, 0);
 
   AdamW restored(*run.backend, model.layouts(), model.params(), config);
-  load_train_state(restored, dir.path());
+  load_train_state(restored, model.layouts(), dir.path());
   const auto a = optimizer.state(), b = restored.state();
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
