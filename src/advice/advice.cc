@@ -80,6 +80,22 @@ std::vector<Knob> knob_catalogue(const ExperimentConfig& c, int world_size,
                      {"loss.logits_dtype=bf16"},
                      E::kSameGlobalBatch,
                      "the logits are rounded to bf16 before the softmax"});
+  // The optimizer's states: no fp32 master copy of bf16 weights (seed 003's
+  // 16 -> 12 bytes per parameter), and bitsandbytes' 8-bit moments (8 -> ~2
+  // bytes per parameter). Both round what the fp32 optimizer keeps exactly.
+  if (c.model.dtype == Precision::kBf16 &&
+      c.optimizer.master_dtype == OptimizerSection::Master::kFp32)
+    knobs.push_back(
+        {"no fp32 master: the bf16 weights updated in place (fp32 moments)",
+         {"optimizer.master_dtype=none"},
+         E::kSameGlobalBatch,
+         "each update is rounded to bf16 once; updates below half a bf16 ulp are lost"});
+  if (c.optimizer.kind == OptimizerSection::Kind::kAdamw)
+    knobs.push_back({"8-bit AdamW (bitsandbytes' blockwise moments)",
+                     {"optimizer.kind=adamw_8bit"},
+                     E::kSameGlobalBatch,
+                     "m and v quantized to 8 bits per block of 256 values (tensors of 4096 or "
+                     "more)"});
   // Sharding and offload.
   if (world_size > 1 && c.zero.stage < 3)
     knobs.push_back({"ZeRO stage " + std::to_string(c.zero.stage + 1),

@@ -52,6 +52,8 @@ TEST(KnobCatalogue, OffersEachKnobThatDiffersFromTheConfig) {
   EXPECT_TRUE(has(sets, "batch.grad_accum=2"));
   EXPECT_TRUE(has(sets, "lora.enabled=true"));
   EXPECT_TRUE(has(sets, "memory.allocator=exact"));
+  EXPECT_TRUE(has(sets, "optimizer.master_dtype=none"));
+  EXPECT_TRUE(has(sets, "optimizer.kind=adamw_8bit"));
   const std::vector<Knob> knobs = knob_catalogue(c, 1, {});
   EXPECT_FALSE(std::any_of(knobs.begin(), knobs.end(), [](const Knob& k) {
     return k.overrides.size() == 1 && k.overrides.front().starts_with("zero.stage");
@@ -68,6 +70,8 @@ TEST(KnobCatalogue, LeavesOutWhatTheConfigAlreadyDoes) {
   c.loss.mode = LossSection::Mode::kRecompute;
   c.zero.offload_optimizer = true;
   c.memory.allocator = MemorySection::Allocator::kExact;
+  c.optimizer.master_dtype = OptimizerSection::Master::kNone;
+  c.optimizer.kind = OptimizerSection::Kind::kAdamw8bit;
   const std::vector<std::string> sets = all_overrides(knob_catalogue(c, 2, {}));
   EXPECT_FALSE(has(sets, "checkpoint.activations=full"));
   EXPECT_FALSE(has(sets, "checkpoint.activations=every_2"));
@@ -75,6 +79,8 @@ TEST(KnobCatalogue, LeavesOutWhatTheConfigAlreadyDoes) {
   EXPECT_TRUE(has(sets, "loss.chunk_size=512")) << "recompute already: a smaller chunk";
   EXPECT_FALSE(has(sets, "zero.offload_optimizer=true"));
   EXPECT_FALSE(has(sets, "memory.allocator=exact"));
+  EXPECT_FALSE(has(sets, "optimizer.master_dtype=none"));
+  EXPECT_FALSE(has(sets, "optimizer.kind=adamw_8bit"));
   EXPECT_TRUE(has(sets, "zero.stage=1")) << "two ranks at stage 0";
 }
 
