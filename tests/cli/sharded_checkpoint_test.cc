@@ -185,8 +185,13 @@ void Sharded::expect_reshard(const std::string& zero, int from, int to, bool twi
     EXPECT_EQ(resumed[i].tokens, want.tokens) << "the data cursor carried over";
     const double loss_bound =
         std::max(1e-5 * std::abs(want.loss), bf16 ? 2 * std::abs(other.loss - want.loss) : 0.0);
-    const double norm_bound = std::max(1e-5 * want.grad_norm,
-                                       bf16 ? 2 * std::abs(other.grad_norm - want.grad_norm) : 0.0);
+    // bf16 also gets a floor of 1e-3 relative (bf16's epsilon is 7.8e-3): the writer's own
+    // difference can be small by chance (1.1e-5 at step 3 on an AMX host, where the resumed run
+    // differed by 5.4e-5 and 2.1e-4), since each world size rounds its sums differently.
+    const double norm_bound = std::max(
+        1e-5 * want.grad_norm,
+        bf16 ? std::max(2 * std::abs(other.grad_norm - want.grad_norm), 1e-3 * want.grad_norm)
+             : 0.0);
     EXPECT_NEAR(resumed[i].loss, want.loss, loss_bound) << "step " << want.step;
     EXPECT_NEAR(resumed[i].grad_norm, want.grad_norm, norm_bound) << "step " << want.step;
     std::printf(
