@@ -59,6 +59,13 @@ std::vector<Knob> knob_catalogue(const ExperimentConfig& c, int world_size,
                      {"checkpoint.activations=every_2"},
                      E::kSameTraining,
                      "recomputes half the blocks' forward"});
+  // Attention: SDPA's math path keeps (B, H, S, S) fp32 probabilities per
+  // layer; flash attention over the same mask keeps a logsumexp.
+  if (c.attention.backend == AttentionSection::Backend::kDenseAdditive)
+    knobs.push_back({"block-sparse flash attention over the same mask",
+                     {"attention.backend=block_sparse"},
+                     E::kSameTraining,
+                     "the same attention, no [B, H, S, S] scores"});
   // The loss: whole-vocabulary logits chunked; kept chunks recomputed.
   if (c.loss.chunk_size == 0)
     knobs.push_back({"a chunked loss (1024 tokens), logits recomputed in backward",

@@ -45,6 +45,28 @@ ArchRates arch_rates(std::string_view preset) {
 
 }  // namespace
 
+double pairs_per_row(const ExperimentConfig& c, double W) {
+  // The math path multiplies every pair of its row, masked or not.
+  if (c.attention.backend == AttentionSection::Backend::kDenseAdditive) return W * W;
+  const double causal = W * (W + 1) / 2;
+  switch (c.attention.mask) {
+    case AttentionSection::Mask::kSlidingWindow:
+      return c.attention.window > 0 ? std::min(causal, W * static_cast<double>(c.attention.window))
+                                    : causal;
+    case AttentionSection::Mask::kDflashBlock: {
+      // Block b (0-based, m tokens) sees blocks 0..b: (b + 1) m keys per
+      // query; the last, partial block of r tokens sees the whole row.
+      const double m = std::max<double>(1, static_cast<double>(c.attention.mask_block));
+      const double full = std::floor(W / m), r = W - full * m;
+      return m * m * full * (full + 1) / 2 + r * W;
+    }
+    case AttentionSection::Mask::kDocument:
+    case AttentionSection::Mask::kCausal:
+      break;
+  }
+  return causal;
+}
+
 StepCost step_cost(const ExperimentConfig& c, const ModelConfig& m, int world_size,
                    const StepShape& shape) {
   const double C = static_cast<double>(m.hidden_size), F = static_cast<double>(m.intermediate_size),
@@ -55,12 +77,9 @@ StepCost step_cost(const ExperimentConfig& c, const ModelConfig& m, int world_si
   const double block_weights = C * HD + 2 * C * KVD + HD * C + 3 * C * F;  // per block
   const double head_weights = V * C;
 
-  // Visible (query, key) pairs per row, then per step.
+  // Computed (query, key) pairs per row, then per step.
   const double W = std::max(1.0, shape.row_width);
-  double pairs_per_row = W * (W + 1) / 2;
-  if (c.attention.mask == AttentionSection::Mask::kSlidingWindow && c.attention.window > 0)
-    pairs_per_row = std::min(pairs_per_row, W * static_cast<double>(c.attention.window));
-  const double pairs = pairs_per_row * (T / W);
+  const double pairs = pairs_per_row(c, W) * (T / W);
   const double attention_fwd = 4 * HD * pairs;  // per block
 
   const double block_fwd = 2 * block_weights * T + attention_fwd;

@@ -8,9 +8,8 @@
 //  - matmuls at 2 FLOPs per multiply-add: q, k, v, o, gate, up, down per
 //    block and the head, over every token the step processes (padding too);
 //    LoRA's adapters are left out (r << C);
-//  - attention: QK^T and PV, 4 * H * D FLOPs per visible (query, key) pair;
-//    a causal row of width W has W (W + 1) / 2 pairs, a sliding window at
-//    most W * window;
+//  - attention: QK^T and PV, 4 * H * D FLOPs per computed (query, key)
+//    pair (pairs_per_row);
 //  - backward: 2x forward for trained weights (dX and dW), 1x for frozen
 //    ones (dX only: a LoRA base);
 //  - recompute: the forward of the checkpointed blocks (checkpoint.activations
@@ -45,6 +44,13 @@ struct StepCost {
 
 // The shape of a step as the plan saw it: tokens processed per rank (with
 // padding) and the width of a micro-batch row.
+// The (query, key) pairs attention computes in a row of W tokens: a causal
+// row (document or causal mask) W (W + 1) / 2, a sliding window at most
+// W * window, dflash blocks of m: block b's queries see (b + 1) m keys, the
+// last partial block the whole row (m = 1 is causal, m >= W is W^2). Dense
+// additive attention (SDPA's math path) computes all W^2, masked or not.
+double pairs_per_row(const ExperimentConfig& config, double W);
+
 struct StepShape {
   double tokens = 0;     // per rank per optimizer step
   double row_width = 0;  // tokens per row of a micro-batch (a packed bin, a padded row)

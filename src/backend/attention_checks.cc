@@ -109,6 +109,10 @@ AttentionDims check_common(std::string_view op, BackendKind backend, const Tenso
 
 }  // namespace
 
+void check_attention_params(std::string_view op, const AttentionParams& params) {
+  check_params(op, params);
+}
+
 void check_cu_seqlens(std::string_view op, const std::vector<int32_t>& cu, int64_t tokens) {
   auto listing = [&cu]() {
     std::string s = "cu_seqlens (" + str(static_cast<int64_t>(cu.size())) + " entries) [";

@@ -38,6 +38,11 @@ struct AttentionDims {
   int64_t tiles() const { return (tokens + block_size - 1) / block_size; }
 };
 
+// H % KV == 0, scale finite and > 0, head_dim and block_size in range, window
+// and mask_block exactly for their mask kinds (what both attention backends
+// demand of params). `op` prefixes the message.
+void check_attention_params(std::string_view op, const AttentionParams& params);
+
 // cu_seqlens: n_docs + 1 offsets, cu[0] = 0, cu[n_docs] = tokens, never
 // decreasing (empty documents are allowed). `op` prefixes the message.
 void check_cu_seqlens(std::string_view op, const std::vector<int32_t>& cu_seqlens, int64_t tokens);

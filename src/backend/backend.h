@@ -51,6 +51,29 @@ struct AttentionParams {
   AttentionMask mask_spec() const { return {mask, window, mask_block}; }
 };
 
+// attention.backend = "dense_additive": attention as PyTorch's SDPA math
+// fallback computes it under Hugging Face's 4-D additive mask (modelled on
+// _scaled_dot_product_attention_math and _safe_softmax of PyTorch 2.5+, with
+// HF transformers' repeat_kv before it; docs/backend.md, dense_attention, lists every
+// tensor). The T tokens form B rows of S = T / B tokens (padded: a row per
+// document; packed: one row holding the pack). What autograd keeps of one
+// call, fp32 whatever the model dtype (PyTorch >= 2.5 upcasts bf16 q, k, v
+// for the math path):
+struct DenseAttentionSaved {
+  Tensor query;  // (B, H, S, D) fp32  q * sqrt(scale)
+  Tensor key;    // (B, H, S, D) fp32  k * sqrt(scale), repeated to H heads, read as (B, H, D, S)
+  // (B, H, S, D) fp32 v, repeated to H heads; in an fp32 model without GQA
+  // PyTorch keeps v itself: then this is the caller's v, (T, KV*D).
+  Tensor value;
+  Tensor probs;  // (B, H, S, S) fp32  the softmax, the tensor that makes this path quadratic
+};
+// dense_attention_backward's results, new tensors in q's dtype (category activation).
+struct DenseAttentionGrads {
+  Tensor dq;  // (T, H*D)
+  Tensor dk;  // (T, KV*D)
+  Tensor dv;  // (T, KV*D)
+};
+
 // AdamW with decoupled weight decay (Loshchilov & Hutter), bias-corrected.
 struct AdamWParams {
   float lr = 0;
@@ -176,6 +199,31 @@ class Backend final {
                           const Tensor& out, const Tensor& lse,
                           const std::vector<int32_t>& cu_seqlens, const AttentionParams& params,
                           Tensor& dq, Tensor& dk, Tensor& dv);
+
+  // ---- dense_additive attention (DenseAttentionSaved above) ----
+  // The additive mask (B, 1, S, S) in `dtype`, category attention: 0 where
+  // params.mask lets query i see key j, dtype's lowest finite value elsewhere
+  // (Hugging Face's torch.finfo(dtype).min). `rows` = B divides T; a row
+  // boundary is a document boundary, and mask "causal" (which crosses
+  // documents) needs B = 1.
+  Tensor dense_attention_mask(const std::vector<int32_t>& cu_seqlens, int64_t rows,
+                              const AttentionParams& params, DType dtype, std::string_view tag);
+  // out = softmax(q k^T * scale + mask) v per head (GQA: H / KV query heads
+  // share a kv head), returned as a new (T, H*D) tensor in q's dtype
+  // (category activation, tag "<prefix>.out"); `saved` is filled for
+  // backward. q (T, H*D), k and v (T, KV*D) of one floating dtype; mask as
+  // dense_attention_mask made it, in q's dtype. Every intermediate PyTorch
+  // allocates is allocated and freed here in its order (category attention,
+  // tags "<prefix>.<name>"), so the plan's peak is the math path's.
+  Tensor dense_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const Tensor& mask, const AttentionParams& params,
+                                 std::string_view tag_prefix, DenseAttentionSaved& saved);
+  // The gradients of forward's inputs from d_out (T, H*D) in q's dtype.
+  // Releases each of saved's tensors when PyTorch's autograd would (after the
+  // node that last reads it), so `saved` is empty afterwards.
+  DenseAttentionGrads dense_attention_backward(const Tensor& d_out, DenseAttentionSaved& saved,
+                                               const AttentionParams& params,
+                                               std::string_view tag_prefix);
 
   // Cross-entropy on one chunk of logits. logits (N, V) fp32 or bf16;
   // targets (N) int32, -1 = not counted; lse (N) fp32 written;

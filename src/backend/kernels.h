@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/attention_checks.h"
+#include "backend/dense_attention_checks.h"
 #include "backend/gemm_workspace.h"
 #include "backend/op.h"
 #include "backend/op_checks.h"
@@ -74,6 +75,43 @@ class Kernels {
                                   const AttentionParams& params, const AttentionDims& dims,
                                   AttentionBackwardScratch& scratch, Tensor& dq, Tensor& dk,
                                   Tensor& dv) = 0;
+  // ---- dense_additive attention, in the stages the front allocates
+  // between (backend/dense_attention.cc; formulas in cpu/dense_attention.cc).
+  // A per-head tensor is (B, n, S, D) head-major, or (T, n*D) token-major
+  // (the caller's q, k, v, d_out and the results). All fp32 unless noted.
+  virtual void dense_attention_mask(const std::vector<int32_t>& cu_seqlens,
+                                    const AttentionParams& params, const DenseAttentionDims& dims,
+                                    Tensor& mask) = 0;
+  // dst = scale * src, per head, converted to dst's layout and dtype (fp32
+  // math, one rounding). n_dst = n_src copies; n_dst a multiple of n_src
+  // repeats each source head n_dst / n_src times (HF's repeat_kv); n_src a
+  // multiple of n_dst sums each group of n_src / n_dst heads (its backward).
+  virtual void dense_attention_heads(const Tensor& src, Tensor& dst, const DenseAttentionDims& dims,
+                                     float scale) = 0;
+  // scores (B, H, S, S) = query key^T + mask (mask broadcast over H).
+  virtual void dense_attention_scores(const Tensor& query, const Tensor& key, const Tensor& mask,
+                                      const DenseAttentionDims& dims, Tensor& scores) = 0;
+  // _safe_softmax over the last dim: softmax (B, H, S, S); neg_inf (B, H, S,
+  // S) uint8 = (scores == -inf); neg_inf_rows (B, H, S, 1) uint8 = all of a
+  // row's neg_inf; probs = neg_inf_rows ? 0 : softmax.
+  virtual void dense_attention_softmax(const Tensor& scores, const DenseAttentionDims& dims,
+                                       Tensor& softmax, Tensor& neg_inf, Tensor& neg_inf_rows,
+                                       Tensor& probs) = 0;
+  // out (B, H, S, D) = probs value.
+  virtual void dense_attention_context(const Tensor& probs, const Tensor& value,
+                                       const DenseAttentionDims& dims, Tensor& out) = 0;
+  // d_probs = d_out value^T, d_value (B, H, S, D) = probs^T d_out.
+  virtual void dense_attention_context_backward(const Tensor& d_out, const Tensor& probs,
+                                                const Tensor& value, const DenseAttentionDims& dims,
+                                                Tensor& d_probs, Tensor& d_value) = 0;
+  // d_scores = probs * (d_probs - rowsum(d_probs * probs)) (softmax's backward).
+  virtual void dense_attention_softmax_backward(const Tensor& d_probs, const Tensor& probs,
+                                                const DenseAttentionDims& dims,
+                                                Tensor& d_scores) = 0;
+  // d_query = d_scores key, d_key = d_scores^T query, both (B, H, S, D).
+  virtual void dense_attention_scores_backward(const Tensor& d_scores, const Tensor& query,
+                                               const Tensor& key, const DenseAttentionDims& dims,
+                                               Tensor& d_query, Tensor& d_key) = 0;
   virtual void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& lse,
                                      Tensor& loss_sum) = 0;
   virtual void cross_entropy_backward(Tensor& logits, const Tensor& targets, const Tensor& lse,

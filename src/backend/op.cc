@@ -50,6 +50,12 @@ std::string_view name_of(Op op) {
       return "attention_forward";
     case Op::kAttentionBackward:
       return "attention_backward";
+    case Op::kDenseAttentionMask:
+      return "dense_attention_mask";
+    case Op::kDenseAttentionForward:
+      return "dense_attention_forward";
+    case Op::kDenseAttentionBackward:
+      return "dense_attention_backward";
     case Op::kCrossEntropyForward:
       return "cross_entropy_forward";
     case Op::kCrossEntropyBackward:

@@ -122,20 +122,21 @@ std::vector<GroupLayout> transformer_layouts(const ModelConfig& c, const LoraOpt
 // What forward keeps for backward. A checkpointed block keeps only `x` and
 // rebuilds the rest at the start of its backward.
 struct Transformer::BlockSaved {
-  Tensor x;               // (T, C)      block input
-  Tensor h;               // (T, C)      input_layernorm output
-  Tensor rstd1;           // (T)
-  Tensor q_pre, k_pre;    // (T, H*D), (T, KV*D) before q/k norm (Qwen3 only)
-  Tensor rstd_q, rstd_k;  // (T*H), (T*KV)
-  Tensor q, k, v;         // (T, H*D), (T, KV*D), (T, KV*D) after norm and rope
-  Tensor att;             // (T, H*D)    attention output, before o_proj
-  Tensor lse;             // (H, T)      logsumexp; the (T, T) scores are never stored
-  Tensor x2;              // (T, C)      after the attention residual
-  Tensor h2;              // (T, C)      post_attention_layernorm output
-  Tensor rstd2;           // (T)
-  Tensor gate, up;        // (T, F)
-  Tensor act;             // (T, F)      silu(gate) * up
-  Tensor y;               // (T, C)      block output (handed to the next block)
+  Tensor x;                   // (T, C)      block input
+  Tensor h;                   // (T, C)      input_layernorm output
+  Tensor rstd1;               // (T)
+  Tensor q_pre, k_pre;        // (T, H*D), (T, KV*D) before q/k norm (Qwen3 only)
+  Tensor rstd_q, rstd_k;      // (T*H), (T*KV)
+  Tensor q, k, v;             // (T, H*D), (T, KV*D), (T, KV*D) after norm and rope
+  Tensor att;                 // (T, H*D)    attention output, before o_proj
+  Tensor lse;                 // (H, T)      logsumexp; the (T, T) scores are never stored
+  DenseAttentionSaved dense;  // attention.backend = "dense_additive" instead of q, k, v, lse
+  Tensor x2;                  // (T, C)      after the attention residual
+  Tensor h2;                  // (T, C)      post_attention_layernorm output
+  Tensor rstd2;               // (T)
+  Tensor gate, up;            // (T, F)
+  Tensor act;                 // (T, F)      silu(gate) * up
+  Tensor y;                   // (T, C)      block output (handed to the next block)
   // Per adapted projection: its (dropped-out) input x (T, in), for dA, and
   // x A^T (T, r), for dB. Without dropout x shares the block's own tensor.
   Tensor lora_x[kNumLoraTargets];
@@ -370,9 +371,17 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
   b.rope_forward(s.q, positions_, D, theta);
   b.rope_forward(s.k, positions_, D, theta);
 
-  s.att = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.out"));
-  s.lse = b.empty({H, T}, DType::kF32, Category::kAttention, tag(l, "attn.lse"));
-  b.attention_forward(s.q, s.k, s.v, batch.cu_seqlens, attention_, s.att, s.lse);
+  if (options_.attention_dense) {
+    s.att =
+        b.dense_attention_forward(s.q, s.k, s.v, dense_mask_, attention_, tag(l, "attn"), s.dense);
+    // Autograd keeps the math path's fp32 copies, none of q, k, v themselves
+    // (an fp32 model without GQA keeps v, through s.dense.value).
+    s.q = Tensor(), s.k = Tensor(), s.v = Tensor();
+  } else {
+    s.att = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.out"));
+    s.lse = b.empty({H, T}, DType::kF32, Category::kAttention, tag(l, "attn.lse"));
+    b.attention_forward(s.q, s.k, s.v, batch.cu_seqlens, attention_, s.att, s.lse);
+  }
 
   {
     Tensor o = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn.o_proj"));
@@ -465,12 +474,21 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
     Tensor dw_o = block_grad(l, kWo);
     b.gemm(dx2, true, s.att, false, dw_o, 1.0f, 1.0f);  // (C, HD) += dx2^T @ att
   }
-  Tensor dq = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.q.grad"));
-  Tensor dk = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.k.grad"));
-  Tensor dv = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.v.grad"));
-  b.attention_backward(d_att, s.q, s.k, s.v, s.att, s.lse, batch.cu_seqlens, attention_, dq, dk,
-                       dv);
-  d_att = Tensor(), s.att = Tensor(), s.lse = Tensor(), s.q = Tensor(), s.k = Tensor();
+  Tensor dq, dk, dv;
+  if (options_.attention_dense) {
+    s.att = Tensor();  // o_proj's saved input goes once its backward ran
+    DenseAttentionGrads grads =
+        b.dense_attention_backward(d_att, s.dense, attention_, tag(l, "attn"));
+    d_att = Tensor();
+    dq = grads.dq, dk = grads.dk, dv = grads.dv;
+  } else {
+    dq = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.q.grad"));
+    dk = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.k.grad"));
+    dv = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.v.grad"));
+    b.attention_backward(d_att, s.q, s.k, s.v, s.att, s.lse, batch.cu_seqlens, attention_, dq, dk,
+                         dv);
+    d_att = Tensor(), s.att = Tensor(), s.lse = Tensor(), s.q = Tensor(), s.k = Tensor();
+  }
   b.rope_backward(dq, positions_, D, theta);
   b.rope_backward(dk, positions_, D, theta);
   if (config_.qk_norm) {
@@ -622,6 +640,11 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
     acquire_params(kEmbed, forward_ahead(0));
     b.embedding_forward(params_.front().views[0], ids, x);
     release_params(kEmbed);
+    if (options_.attention_dense) {
+      const int64_t rows =
+          options_.rows_are_documents ? static_cast<int64_t>(batch.cu_seqlens.size()) - 1 : 1;
+      dense_mask_ = b.dense_attention_mask(batch.cu_seqlens, rows, attention_, dt, "attn.mask");
+    }
     for (int64_t l = 0; l < L; ++l) {
       PhaseScope layer(allocator, Phase::kForward, static_cast<int32_t>(l));
       const size_t g = static_cast<size_t>(l + 1);
@@ -634,6 +657,8 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
       saved.back().y = Tensor();
     }
     x_final = x;
+    // Only a recomputing block needs the mask again.
+    if (options_.checkpoint_interval == 0) dense_mask_ = Tensor();
   }
   {
     PhaseScope scope(allocator, Phase::kLoss);
@@ -697,6 +722,7 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
     }
   }
   positions_ = Tensor();
+  dense_mask_ = Tensor();
 }
 
 }  // namespace headroom

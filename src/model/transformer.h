@@ -56,6 +56,13 @@ struct TransformerOptions {
   AttentionMaskKind attention_mask = AttentionMaskKind::kDocument;
   int64_t attention_window = 0;      // sliding_window only
   int64_t attention_mask_block = 0;  // dflash_block only
+  // attention.backend = "dense_additive": PyTorch's SDPA math path under a
+  // 4-D additive mask (Backend::dense_attention_*), instead of block-sparse
+  // flash attention.
+  bool attention_dense = false;
+  // Dense attention's (B, S): padded batches have a row per document, packed
+  // ones are one row holding the whole pack (as Hugging Face sees a pack).
+  bool rows_are_documents = false;
   // 0: keep every block's activations; k: blocks l with l % k == 0 keep only
   // their input and recompute the rest inside backward ("full" is k = 1).
   int checkpoint_interval = 0;
@@ -184,7 +191,11 @@ class Transformer {
   std::vector<FlatGroup> params_;
   std::vector<FlatGroup> grads_;
   Tensor positions_;  // (T) int32, on the backend for the micro-batch in flight
-  Tensor d_out_;      // gradient handed from the loss phase to the backward phase
+  // (B, 1, S, S) dense attention's additive mask, built once per micro-batch
+  // after the embedding (as HF's model forward builds it) and released after
+  // forward, or after backward when checkpointed blocks recompute with it.
+  Tensor dense_mask_;
+  Tensor d_out_;  // gradient handed from the loss phase to the backward phase
 };
 
 // The layouts of a model's groups (embed, blocks, head), with HF names; with

@@ -17,8 +17,6 @@ void refuse_unbuilt_features(const ExperimentConfig& c) {
   auto refuse = [](const std::string& what, const std::string& when) {
     throw UsageError(what + ": not supported yet (" + when + ")");
   };
-  if (c.attention.backend == AttentionSection::Backend::kDenseAdditive)
-    refuse("attention.backend = \"dense_additive\"", "use \"block_sparse\"");
   if (c.checkpoint.format == CheckpointSection::Format::kSharded && c.lora.enabled)
     refuse("checkpoint.format = \"sharded\" with lora.enabled = true",
            "a LoRA run saves only its adapters, in PEFT's layout; use \"consolidated\"");
@@ -66,6 +64,8 @@ TransformerOptions transformer_options_of(const ExperimentConfig& config) {
   // The rules (config/rules.cc) already hold each parameter to its kind.
   o.attention_window = config.attention.window;
   o.attention_mask_block = config.attention.mask_block;
+  o.attention_dense = config.attention.backend == AttentionSection::Backend::kDenseAdditive;
+  o.rows_are_documents = config.batch.mode == BatchSection::Mode::kPadded;
   o.checkpoint_interval = config.checkpoint.activations;
   o.loss.chunk_size = config.loss.chunk_size;
   o.loss.save_softmax = config.loss.mode == LossSection::Mode::kSave;
@@ -305,6 +305,8 @@ std::string to_text(const RunSettings& s) {
   line("transformer.attention_mask", name_of(t.attention_mask));
   line("transformer.attention_window", t.attention_window);
   line("transformer.attention_mask_block", t.attention_mask_block);
+  line("transformer.attention_dense", t.attention_dense);
+  line("transformer.rows_are_documents", t.rows_are_documents);
   line("transformer.checkpoint_interval", t.checkpoint_interval);
   line("transformer.loss.chunk_size", t.loss.chunk_size);
   line("transformer.loss.save_softmax", t.loss.save_softmax);

@@ -97,9 +97,9 @@ struct RunSettings {
 
 // The settings of rank `rank` of `world_size` running `config` in `mode`.
 // Reads the file model.hf_config names. Throws UsageError naming the key for
-// what this build cannot run: attention.backend = "dense_additive",
-// checkpoint.format = "sharded" with lora.enabled, `train` of run.backend =
-// "cuda", and a data.synthetic_lengths that does not parse.
+// what this build cannot run: checkpoint.format = "sharded" with
+// lora.enabled, `train` of run.backend = "cuda", and a
+// data.synthetic_lengths that does not parse.
 RunSettings run_settings_of(const ExperimentConfig& config, RunMode mode, int world_size = 1,
                             int rank = 0);
 

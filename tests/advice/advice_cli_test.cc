@@ -121,6 +121,19 @@ TEST_F(SeedAdvice, Seed000AtZeroTwoOnASmallerCardIsToldToShardTheBase) {
   expect_cheapest_fits("seed000_zero3_lora.toml", args, r);
 }
 
+// Seed 000 as it ran (ZeRO-2, batch 2, the 4-D DFlash mask through SDPA's
+// math path): its authors' flex attention is the first change that fits,
+// and their ZeRO-3 fits too.
+TEST_F(SeedAdvice, Seed000AsItRanIsToldToUseFlashAttention) {
+  const std::string args = "--world-size 2";
+  const Result r = plan_oom("seed000_dense_mask.toml", args);
+  const std::vector<std::string> rows = fitting_rows(r.err);
+  ASSERT_FALSE(rows.empty()) << r.err;
+  EXPECT_NE(rows.front().find("attention.backend=block_sparse"), std::string::npos) << r.err;
+  EXPECT_TRUE(in_first(rows, 4, "zero.stage=3")) << r.err;
+  expect_cheapest_fits("seed000_dense_mask.toml", args, r);
+}
+
 TEST_F(SeedAdvice, NoAdviceSkipsTheReplanningButKeepsTheWhy) {
   const Result r = run_headroom("plan '" HEADROOM_SOURCE_DIR
                                 "/experiments/postmortems/seed004_lora_24gb.toml' "

@@ -54,6 +54,10 @@ TEST(KnobCatalogue, OffersEachKnobThatDiffersFromTheConfig) {
   EXPECT_TRUE(has(sets, "memory.allocator=exact"));
   EXPECT_TRUE(has(sets, "optimizer.master_dtype=none"));
   EXPECT_TRUE(has(sets, "optimizer.kind=adamw_8bit"));
+  EXPECT_FALSE(has(sets, "attention.backend=block_sparse")) << "block_sparse already";
+  ExperimentConfig dense = c;
+  dense.attention.backend = AttentionSection::Backend::kDenseAdditive;
+  EXPECT_TRUE(has(all_overrides(knob_catalogue(dense, 1, {})), "attention.backend=block_sparse"));
   const std::vector<Knob> knobs = knob_catalogue(c, 1, {});
   EXPECT_FALSE(std::any_of(knobs.begin(), knobs.end(), [](const Knob& k) {
     return k.overrides.size() == 1 && k.overrides.front().starts_with("zero.stage");
@@ -106,6 +110,7 @@ TEST(KnobCatalogue, EveryKnobLoadsAsTheConfigWithItsSetValues) {
   ExperimentConfig c = gpu_config();
   c.lora.enabled = true;
   c.lora.targets = {"q_proj", "k_proj", "v_proj", "o_proj"};
+  c.attention.backend = AttentionSection::Backend::kDenseAdditive;
   for (const Knob& knob : knob_catalogue(c, 4, std::vector<int64_t>(100, 64))) {
     SCOPED_TRACE(knob.what);
     ExperimentConfig changed;

@@ -48,6 +48,27 @@ TEST(StepCost, CountsForwardAndTwiceItBackwardForFullFineTuning) {
   EXPECT_EQ(cost.comm_bytes, 0) << "one rank moves nothing";
 }
 
+TEST(StepCost, AttentionCountsThePairsEachMaskComputes) {
+  ExperimentConfig c = base_config();
+  EXPECT_DOUBLE_EQ(pairs_per_row(c, 8), 36);  // document: 1 + 2 + ... + 8
+  c.attention.mask = AttentionSection::Mask::kCausal;
+  EXPECT_DOUBLE_EQ(pairs_per_row(c, 8), 36);
+  c.attention.mask = AttentionSection::Mask::kSlidingWindow;
+  c.attention.window = 3;
+  EXPECT_DOUBLE_EQ(pairs_per_row(c, 8), 24);
+  c.attention.window = 0;
+  c.attention.mask = AttentionSection::Mask::kDflashBlock;
+  c.attention.mask_block = 3;  // blocks of 3, 3, 2: 3*3 + 3*6 + 2*8
+  EXPECT_DOUBLE_EQ(pairs_per_row(c, 8), 43);
+  c.attention.mask_block = 1;  // every token its own block: causal
+  EXPECT_DOUBLE_EQ(pairs_per_row(c, 8), 36);
+  c.attention.mask_block = 16;  // one block: bidirectional
+  EXPECT_DOUBLE_EQ(pairs_per_row(c, 8), 64);
+  c.attention.mask_block = 3;
+  c.attention.backend = AttentionSection::Backend::kDenseAdditive;
+  EXPECT_DOUBLE_EQ(pairs_per_row(c, 8), 64) << "the math path computes every pair";
+}
+
 TEST(StepCost, FullCheckpointingRecomputesEveryBlocksForwardAndEveryTwoHalf) {
   const ModelConfig m = small_model();
   ExperimentConfig c = base_config();

@@ -13,7 +13,8 @@ void add_basic_cases(std::vector<OpCase>& cases);
 // embedding, rmsnorm, rope, bias, swiglu, cross_entropy, adamw, adamw8bit
 // (op_cases_model.cc).
 void add_model_cases(std::vector<OpCase>& cases);
-// attention_forward, attention_backward (op_cases_attention.cc).
+// attention_forward, attention_backward, dense_attention_mask, _forward,
+// _backward (op_cases_attention.cc).
 void add_attention_cases(std::vector<OpCase>& cases);
 
 inline std::vector<OpCase> all_cases() {

@@ -1,4 +1,5 @@
-// Harness cases of attention_forward and attention_backward: packed
+// Harness cases of attention_forward and attention_backward (and of the
+// dense_additive ops, on the same shapes and references, further down): packed
 // documents (1-token ones, an empty one), T not a multiple of the block,
 // GQA and MQA, every mask kind (document, causal across documents, sliding
 // windows, dflash blocks of awkward lengths), T = 0. The float64 reference
@@ -7,6 +8,7 @@
 // from backend/common/attention_mask.h.
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "op_cases.h"
 
@@ -281,11 +283,212 @@ struct AttentionBackwardCase {
   }
 };
 
+// ---- dense_additive: dense_attention_mask / _forward / _backward ----
+// The same shapes (T >= 1) as one packed row, plus padded batches (a row per
+// document, equal lengths). The references are the block-sparse ones above:
+// the math is the same, only the memory differs.
+struct DenseShape {
+  AttentionShape shape;
+  int64_t rows = 1;
+
+  int64_t seq() const { return shape.tokens() / rows; }
+  std::string name() const {
+    return shape.name() + (rows > 1 ? "_rows" + std::to_string(rows) : "_one_row");
+  }
+};
+
+std::vector<DenseShape> dense_shapes(bool with_fd) {
+  std::vector<DenseShape> list;
+  for (const AttentionShape& s : attention_shapes())
+    if (s.tokens() > 0) list.push_back({s, 1});
+  list.push_back({{kBF16, {24, 24, 24}, 4, 2, 8}, 3});
+  list.push_back({{kF32, {17, 17}, 6, 1, 12, 32, 5}, 2});  // MQA, window
+  list.push_back({{kF32, {20, 20}, 2, 2, 8, 64, 0, false, AttentionMaskKind::kDflashBlock, 6}, 2});
+  if (with_fd) {
+    list.push_back({{kF32, {5, 4}, 2, 1, 4, 4, 0, true}, 1});
+    list.push_back({{kF32, {6, 6}, 2, 2, 4, 4, 0, true}, 2});
+    list.push_back({{kF32, {9, 4}, 2, 1, 4, 4, 0, true, AttentionMaskKind::kDflashBlock, 3}, 1});
+  }
+  return list;
+}
+
+// The additive mask from the reference's own visibility: 0 or dtype's lowest.
+std::vector<double> dense_mask_values(const DenseShape& d) {
+  const AttentionShape& s = d.shape;
+  const int64_t t_count = s.tokens(), S = d.seq();
+  const double lowest = s.dtype == kBF16
+                            ? -3.3895313892515355e38
+                            : static_cast<double>(std::numeric_limits<float>::lowest());
+  // probabilities() is 0 exactly where a key is hidden; q = k = 0 makes every
+  // visible probability positive.
+  std::vector<double> zeros_q(static_cast<size_t>(t_count * s.heads * s.head_dim), 0.0);
+  std::vector<double> zeros_k(static_cast<size_t>(t_count * s.kv_heads * s.head_dim), 0.0);
+  std::vector<double> p = probabilities(s, zeros_q, zeros_k, 0, nullptr);
+  std::vector<double> mask(static_cast<size_t>(t_count * S));
+  for (int64_t i = 0; i < t_count; ++i)
+    for (int64_t j = 0; j < S; ++j) {
+      const int64_t key = i / S * S + j;
+      mask[static_cast<size_t>(i * S + j)] =
+          p[static_cast<size_t>(i * t_count + key)] > 0 ? 0 : lowest;
+    }
+  return mask;
+}
+
+// (B, n, S, D) head-major from a (T, KV*D) token-major tensor, each kv head
+// repeated to n / KV query heads, times `scale`.
+std::vector<double> head_major(const DenseShape& d, const std::vector<double>& x, int64_t from,
+                               int64_t to, double scale) {
+  const int64_t S = d.seq(), D = d.shape.head_dim;
+  std::vector<double> y(static_cast<size_t>(d.rows * to * S * D));
+  for (int64_t b = 0; b < d.rows; ++b)
+    for (int64_t h = 0; h < to; ++h)
+      for (int64_t i = 0; i < S; ++i)
+        for (int64_t e = 0; e < D; ++e)
+          y[static_cast<size_t>(((b * to + h) * S + i) * D + e)] =
+              scale * x[static_cast<size_t>(((b * S + i) * from + h / (to / from)) * D + e)];
+  return y;
+}
+
+// probs (B, H, S, S) from the reference's per-head (T, T) probabilities.
+std::vector<double> dense_probs(const DenseShape& d, const std::vector<double>& q,
+                                const std::vector<double>& k) {
+  const AttentionShape& s = d.shape;
+  const int64_t t_count = s.tokens(), S = d.seq();
+  std::vector<double> probs(static_cast<size_t>(d.rows * s.heads * S * S));
+  for (int64_t h = 0; h < s.heads; ++h) {
+    std::vector<double> p = probabilities(s, q, k, h, nullptr);
+    for (int64_t b = 0; b < d.rows; ++b)
+      for (int64_t i = 0; i < S; ++i)
+        for (int64_t j = 0; j < S; ++j)
+          probs[static_cast<size_t>(((b * s.heads + h) * S + i) * S + j)] =
+              p[static_cast<size_t>((b * S + i) * t_count + b * S + j)];
+  }
+  return probs;
+}
+
+struct DenseAttentionMaskCase {
+  static constexpr Op kOp = Op::kDenseAttentionMask;
+  using Params = DenseShape;
+  static std::vector<Params> params() { return dense_shapes(false); }
+  static std::string name(const Params& p) { return p.name(); }
+  static OpRun build(const Params& d) {
+    OpRun r;
+    r.add(written("mask", {d.rows, 1, d.seq(), d.seq()}, d.shape.dtype, Category::kAttention));
+    r.call = [d](Backend& be, OpRun& run) {
+      Tensor mask = be.dense_attention_mask(d.shape.cu_seqlens(), d.rows, d.shape.params(),
+                                            d.shape.dtype, "mask.built");
+      be.copy(mask, run.t("mask"));
+    };
+    r.reference = [d](const OpRun&) { return Values{{"mask", dense_mask_values(d)}}; };
+    return r;
+  }
+};
+
+struct DenseAttentionForwardCase {
+  static constexpr Op kOp = Op::kDenseAttentionForward;
+  using Params = DenseShape;
+  static std::vector<Params> params() { return dense_shapes(false); }
+  static std::string name(const Params& p) { return p.name(); }
+  static OpRun build(const Params& d) {
+    const AttentionShape& s = d.shape;
+    const int64_t S = d.seq();
+    OpRun r;
+    add_qkv(r, s);
+    r.add(given("mask", {d.rows, 1, S, S}, s.dtype, dense_mask_values(d), Category::kAttention));
+    r.add(written("out", {s.tokens(), s.heads * s.head_dim}, s.dtype));
+    r.add(written("probs", {d.rows, s.heads, S, S}, kF32, Category::kAttention));
+    r.call = [d](Backend& be, OpRun& run) {
+      DenseAttentionSaved saved;
+      Tensor out = be.dense_attention_forward(run.t("q"), run.t("k"), run.t("v"), run.t("mask"),
+                                              d.shape.params(), "attn", saved);
+      be.copy(out, run.t("out"));
+      be.copy(saved.probs, run.t("probs"));
+    };
+    r.reference = [d](const OpRun& run) {
+      Values fwd = forward_reference(d.shape, run.v("q"), run.v("k"), run.v("v"));
+      return Values{{"out", fwd["out"]}, {"probs", dense_probs(d, run.v("q"), run.v("k"))}};
+    };
+    return r;
+  }
+};
+
+struct DenseAttentionBackwardCase {
+  static constexpr Op kOp = Op::kDenseAttentionBackward;
+  using Params = DenseShape;
+  static std::vector<Params> params() { return dense_shapes(true); }
+  static std::string name(const Params& p) { return p.name(); }
+  static OpRun build(const Params& d) {
+    const AttentionShape& s = d.shape;
+    const int64_t t = s.tokens(), S = d.seq(), qw = s.heads * s.head_dim,
+                  kw = s.kv_heads * s.head_dim;
+    const double root = std::sqrt(static_cast<double>(s.params().scale));
+    OpRun r;
+    r.add(random_operand("d_out", {t, qw}, s.dtype, 4, 1.0, Category::kGrad));
+    add_qkv(r, s);
+    // out exact (fp32), for the reference's D_i only.
+    Values fwd = forward_reference(s, r.v("q"), r.v("k"), r.v("v"));
+    r.add(given("out", {t, qw}, kF32, fwd["out"]));
+    // What forward saved, as the reference computes it.
+    const Shape per_head = {d.rows, s.heads, S, s.head_dim};
+    r.add(given("saved.query", per_head, kF32, head_major(d, r.v("q"), s.heads, s.heads, root),
+                Category::kAttention));
+    r.add(given("saved.key", per_head, kF32, head_major(d, r.v("k"), s.kv_heads, s.heads, root),
+                Category::kAttention));
+    const bool keeps_v = s.dtype == kF32 && s.heads == s.kv_heads;
+    r.add(keeps_v ? given("saved.value", {t, kw}, kF32, r.v("v"), Category::kAttention)
+                  : given("saved.value", per_head, kF32,
+                          head_major(d, r.v("v"), s.kv_heads, s.heads, 1.0), Category::kAttention));
+    r.add(given("saved.probs", {d.rows, s.heads, S, S}, kF32, dense_probs(d, r.v("q"), r.v("k")),
+                Category::kAttention));
+    r.add(written("dq", {t, qw}, s.dtype, Category::kGrad));
+    r.add(written("dk", {t, kw}, s.dtype, Category::kGrad));
+    r.add(written("dv", {t, kw}, s.dtype, Category::kGrad));
+    r.call = [d](Backend& be, OpRun& run) {
+      DenseAttentionSaved saved{run.t("saved.query"), run.t("saved.key"), run.t("saved.value"),
+                                run.t("saved.probs")};
+      DenseAttentionGrads grads =
+          be.dense_attention_backward(run.t("d_out"), saved, d.shape.params(), "attn");
+      be.copy(grads.dq, run.t("dq"));
+      be.copy(grads.dk, run.t("dk"));
+      be.copy(grads.dv, run.t("dv"));
+    };
+    r.reference = [s](const OpRun& run) { return backward_reference(s, run); };
+    // bf16 with GQA: each head's gradient is rounded, then the group's sum.
+    if (s.dtype == kBF16 && s.heads > s.kv_heads)
+      r.roundings = 1 + static_cast<int>(s.heads / s.kv_heads);
+    if (s.fd) {
+      std::vector<double> d_out = r.v("d_out");
+      std::vector<double> mask = dense_mask_values(d);
+      r.finite_difference = FiniteDifference{
+          {r.v("q"), r.v("k"), r.v("v")},
+          {"dq", "dk", "dv"},
+          [d, t, S, qw, kw, d_out, mask](Backend& be,
+                                         const std::vector<std::vector<double>>& vars) {
+            Tensor q = make_tensor(be, {t, qw}, kF32, Category::kActivation, "q", vars[0]);
+            Tensor k = make_tensor(be, {t, kw}, kF32, Category::kActivation, "k", vars[1]);
+            Tensor v = make_tensor(be, {t, kw}, kF32, Category::kActivation, "v", vars[2]);
+            Tensor m = make_tensor(be, {d.rows, 1, S, S}, kF32, Category::kAttention, "mask", mask);
+            DenseAttentionSaved saved;
+            Tensor out = be.dense_attention_forward(q, k, v, m, d.shape.params(), "attn", saved);
+            std::vector<double> o = fetch(be, out);
+            double loss = 0;
+            for (size_t i = 0; i < o.size(); ++i)
+              loss += o[i] * d_out[i];
+            return loss;
+          }};
+    }
+    return r;
+  }
+};
+
 }  // namespace
 
 void add_attention_cases(std::vector<OpCase>& cases) {
   add_case<AttentionForwardCase>(cases);
   add_case<AttentionBackwardCase>(cases);
+  add_case<DenseAttentionMaskCase>(cases);
+  add_case<DenseAttentionForwardCase>(cases);
+  add_case<DenseAttentionBackwardCase>(cases);
 }
 
 }  // namespace headroom::backend_test

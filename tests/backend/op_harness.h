@@ -201,6 +201,11 @@ struct OpRun {
   std::vector<uint8_t> host_out;
   std::optional<DType> host_dtype;
   std::optional<FiniteDifference> finite_difference;
+  // How many times an output is rounded to its dtype on the way: the bound
+  // against float64 is this times bound_for(dtype). 1 for every op that
+  // rounds once; PyTorch's dense attention backward rounds each repeated
+  // head's bf16 gradient before repeat_kv's backward sums them.
+  int roundings = 1;
 
   Operand& add(Operand operand) {
     operands.push_back(std::move(operand));

@@ -253,7 +253,8 @@ void run_case(Op op, const CaseInstance& instance) {
   for (const HarnessBackend& hb : backends) {
     const BackendRun& run = run_of(&hb);
     if (!hb.computes() || !run.supported) continue;
-    double worst = expect_values(hb.name + " vs float64", built, run.results, reference, 1.0);
+    double worst = expect_values(hb.name + " vs float64", built, run.results, reference,
+                                 static_cast<double>(built.roundings));
     ::testing::Test::RecordProperty(hb.name + ".normalized_error", short_number(worst));
     if (&hb != cpu)
       expect_values(hb.name + " vs cpu", built, run.results, run_of(cpu).results, 2.0);

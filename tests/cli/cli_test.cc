@@ -46,10 +46,11 @@ TEST_F(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("no-such-option"), std::string::npos) << r.err;
   EXPECT_EQ(run("data synth").code, 2);
-  r = run("plan --set attention.backend=\"dense_additive\"");
+  r = run("plan --set checkpoint.format=\"sharded\" --set lora.enabled=true");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("attention.backend = \"dense_additive\": not supported yet"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("checkpoint.format = \"sharded\" with lora.enabled = true: not supported yet"),
+      std::string::npos)
       << r.err;
   EXPECT_EQ(run("report").code, 2);
 }

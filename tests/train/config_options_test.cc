@@ -90,7 +90,7 @@ std::map<std::string, KeyCase> key_cases(const std::string& hf_a, const std::str
       {"batch.buckets", {"[64, 128]", {"batch.mode=\"padded\"", "batch.micro_batch_size=2"}}},
       {"batch.pad_to", {"\"longest\""}},
 
-      {"attention.backend", {"\"dense_additive\"", {}, true}},
+      {"attention.backend", {"\"dense_additive\""}},
       {"attention.mask", {"\"causal\""}},
       {"attention.block_size", {"32"}},
       {"attention.window", {"32", {"attention.mask=\"sliding_window\"", "attention.window=16"}}},

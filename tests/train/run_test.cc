@@ -378,9 +378,9 @@ TEST_F(RunTest, WhatIsWrongIsRefusedBeforeAnythingIsWritten) {
   EXPECT_THROW(headroom::Run(config({"checkpoint.resume_from=\"" + dir_.file("nowhere") + "\""}),
                              RunMode::kTrain, *comm),
                UsageError);
-  EXPECT_THROW(
-      headroom::Run(config({"attention.backend=\"dense_additive\""}), RunMode::kPlan, *comm),
-      UsageError);
+  EXPECT_THROW(headroom::Run(config({"checkpoint.format=\"sharded\"", "lora.enabled=true"}),
+                             RunMode::kPlan, *comm),
+               UsageError);
   EXPECT_FALSE(fs::exists(run_dir("quickstart")));
   // A missing corpus is found once the folder is locked: it stays empty.
   Recorder recorder;

@@ -1,10 +1,13 @@
-// The whole decoder against finite differences, checkpointing and chunking
-// against the plain path, and meta against cpu allocation by allocation.
+// The whole decoder against finite differences, checkpointing, chunking and
+// dense_additive attention against the plain path, and meta against cpu
+// allocation by allocation.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
+#include <string>
 
 #include "model/transformer.h"
 #include "train_test_util.h"
@@ -49,11 +52,12 @@ INSTANTIATE_TEST_SUITE_P(Variants, TransformerGradients,
                                            std::make_tuple(true, false, false),
                                            std::make_tuple(false, false, true)));
 
-std::vector<std::vector<float>> gradients_with(const TransformerOptions& options, double* loss) {
+std::vector<std::vector<float>> gradients_with(const TransformerOptions& options, double* loss,
+                                               const Batch* given = nullptr) {
   CpuRun run;
   Transformer model(*run.backend, tiny(true, false, false), options);
   model.init_random(5);
-  const Batch batch = make_batch(model.config().vocab_size, 9);
+  const Batch batch = given ? *given : make_batch(model.config().vocab_size, 9);
   Tensor loss_sum = run.backend->empty({1}, DType::kF32, Category::kWorkspace, "loss");
   run.backend->fill(loss_sum, 0.0f);
   model.forward_backward(batch, 1.0f / static_cast<float>(batch.counted), loss_sum);
@@ -90,6 +94,62 @@ TEST(Transformer, CheckpointingAndLossChunkingChangeNoGradient) {
   }
 }
 
+// Three documents (9, 14, 5) as a padded (B, S) = (3, 14) batch.
+Batch padded_batch(int64_t vocab) {
+  std::mt19937_64 rng(11);
+  Batch b;
+  for (int64_t len : {9, 14, 5}) {
+    std::vector<int32_t> doc(static_cast<size_t>(len));
+    for (auto& t : doc)
+      t = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
+    append_document(b, doc.data(), len);
+    if (len < 14) append_padding(b, 14 - len, 0);
+  }
+  return b;
+}
+
+// attention.backend = "dense_additive" is the same function as block_sparse
+// (only its memory differs): every mask kind, packed (one row) and padded
+// (a row per document), with and without recomputation.
+TEST(Transformer, DenseAdditiveAttentionChangesNoGradient) {
+  const Batch padded = padded_batch(23);
+  struct Variant {
+    AttentionMaskKind mask;
+    int64_t window, mask_block;
+    bool padded;
+  };
+  for (const Variant& v : {Variant{AttentionMaskKind::kDocument, 0, 0, false},
+                           Variant{AttentionMaskKind::kCausal, 0, 0, false},
+                           Variant{AttentionMaskKind::kSlidingWindow, 4, 0, false},
+                           Variant{AttentionMaskKind::kDflashBlock, 0, 3, false},
+                           Variant{AttentionMaskKind::kDocument, 0, 0, true},
+                           Variant{AttentionMaskKind::kDflashBlock, 0, 4, true}}) {
+    TransformerOptions plain;
+    plain.attention_block_size = 4;
+    plain.attention_mask = v.mask;
+    plain.attention_window = v.window;
+    plain.attention_mask_block = v.mask_block;
+    const Batch* batch = v.padded ? &padded : nullptr;
+    double base_loss = 0;
+    const auto base = gradients_with(plain, &base_loss, batch);
+    for (int interval : {0, 1}) {
+      TransformerOptions o = plain;
+      o.attention_dense = true;
+      o.rows_are_documents = v.padded;
+      o.checkpoint_interval = interval;
+      double loss = 0;
+      const auto g = gradients_with(o, &loss, batch);
+      const std::string what = std::string(name_of(v.mask)) + (v.padded ? " padded" : " packed") +
+                               " interval " + std::to_string(interval);
+      EXPECT_NEAR(loss, base_loss, 1e-5 * std::abs(base_loss)) << what;
+      for (size_t i = 0; i < g.size(); ++i)
+        for (size_t j = 0; j < g[i].size(); ++j)
+          ASSERT_NEAR(g[i][j], base[i][j], 1e-5 + 1e-4 * std::abs(base[i][j]))
+              << what << " group " << i << " element " << j;
+    }
+  }
+}
+
 struct Recorder : MemoryObserver {
   std::vector<MemoryEvent> events;
   void on_memory_event(const MemoryEvent& e) override { events.push_back(e); }
@@ -99,41 +159,94 @@ struct Recorder : MemoryObserver {
 TEST(Transformer, MetaMakesExactlyTheCpuAllocations) {
   for (int interval : {0, 1}) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
-      TransformerOptions o;
-      o.dtype = dtype;
-      o.attention_block_size = 4;
-      o.checkpoint_interval = interval;
-      o.loss.chunk_size = 7;
-      std::vector<MemoryEvent> seen[2];
-      std::vector<std::string> tags[2];
-      for (int m = 0; m < 2; ++m) {
-        Allocator allocator(m ? make_virtual_source() : make_host_source(), AllocatorOptions{});
-        Recorder rec;
-        allocator.add_observer(&rec);
-        {
-          std::unique_ptr<Backend> backend =
-              m ? make_meta_backend(allocator) : make_cpu_backend(allocator);
-          Transformer model(*backend, tiny(true, true, true), o);
-          model.init_random(1);
-          Tensor loss_sum = backend->empty({1}, DType::kF32, Category::kWorkspace, "loss");
-          backend->fill(loss_sum, 0.0f);
-          const Batch batch = make_batch(23, 4);
-          model.forward_backward(batch, 0.1f, loss_sum);
+      for (bool dense : {false, true}) {
+        TransformerOptions o;
+        o.dtype = dtype;
+        o.attention_dense = dense;
+        o.attention_block_size = 4;
+        o.checkpoint_interval = interval;
+        o.loss.chunk_size = 7;
+        std::vector<MemoryEvent> seen[2];
+        std::vector<std::string> tags[2];
+        for (int m = 0; m < 2; ++m) {
+          Allocator allocator(m ? make_virtual_source() : make_host_source(), AllocatorOptions{});
+          Recorder rec;
+          allocator.add_observer(&rec);
+          {
+            std::unique_ptr<Backend> backend =
+                m ? make_meta_backend(allocator) : make_cpu_backend(allocator);
+            Transformer model(*backend, tiny(true, true, true), o);
+            model.init_random(1);
+            Tensor loss_sum = backend->empty({1}, DType::kF32, Category::kWorkspace, "loss");
+            backend->fill(loss_sum, 0.0f);
+            const Batch batch = make_batch(23, 4);
+            model.forward_backward(batch, 0.1f, loss_sum);
+          }
+          allocator.remove_observer(&rec);
+          seen[m] = rec.events;
+          tags[m] = allocator.tags();
         }
-        allocator.remove_observer(&rec);
-        seen[m] = rec.events;
-        tags[m] = allocator.tags();
-      }
-      ASSERT_EQ(seen[0].size(), seen[1].size());
-      for (size_t i = 0; i < seen[0].size(); ++i) {
-        ASSERT_EQ(seen[0][i].action, seen[1][i].action) << i;
-        ASSERT_EQ(seen[0][i].bytes, seen[1][i].bytes) << i;
-        ASSERT_EQ(tags[0][seen[0][i].tag_id], tags[1][seen[1][i].tag_id]) << i;
-        ASSERT_EQ(seen[0][i].phase, seen[1][i].phase) << i;
-        ASSERT_EQ(seen[0][i].layer, seen[1][i].layer) << i;
+        ASSERT_EQ(seen[0].size(), seen[1].size());
+        for (size_t i = 0; i < seen[0].size(); ++i) {
+          ASSERT_EQ(seen[0][i].action, seen[1][i].action) << i;
+          ASSERT_EQ(seen[0][i].bytes, seen[1][i].bytes) << i;
+          ASSERT_EQ(tags[0][seen[0][i].tag_id], tags[1][seen[1][i].tag_id]) << i;
+          ASSERT_EQ(seen[0][i].phase, seen[1][i].phase) << i;
+          ASSERT_EQ(seen[0][i].layer, seen[1][i].layer) << i;
+        }
       }
     }
   }
+}
+
+// The plan of a dense_additive layer holds what PyTorch's math path holds at
+// its peak, inside _safe_softmax: HF's mask, repeat_kv's copies, the fp32
+// q, k, v and their scaled copies, and four (B, H, S, S) tensors (scores,
+// softmax, the -inf test in bytes, the result).
+TEST(Transformer, DenseAdditivePeaksInsideTheSafeSoftmax) {
+  TransformerOptions o;
+  o.dtype = DType::kBF16;
+  o.attention_dense = true;
+  Allocator allocator(make_virtual_source(), AllocatorOptions{AllocatorPolicy::kExact, 0});
+  Recorder rec;
+  allocator.add_observer(&rec);
+  const Batch batch = make_batch(23, 4);  // T = 24, one row: B = 1, S = 24
+  {
+    std::unique_ptr<Backend> backend = make_meta_backend(allocator);
+    Transformer model(*backend, tiny(true, false, false), o);  // H 4, KV 2, D 6
+    Tensor loss_sum = backend->empty({1}, DType::kF32, Category::kWorkspace, "loss");
+    model.forward_backward(batch, 0.1f, loss_sum);
+  }
+  allocator.remove_observer(&rec);
+  const std::vector<std::string> tags = allocator.tags();
+  const uint64_t S = 24, H = 4, D = 6, heads_f32 = H * S * D * 4, scores = H * S * S * 4;
+  std::map<std::string, uint64_t> bytes;
+  int64_t live = 0, peak = 0;
+  for (const MemoryEvent& e : rec.events) {
+    if (e.category != Category::kAttention) continue;
+    if (e.action == MemoryAction::kAlloc) {
+      bytes[tags[e.tag_id]] = e.bytes;
+      live += static_cast<int64_t>(e.bytes);
+    } else if (e.action == MemoryAction::kFree) {
+      live -= static_cast<int64_t>(e.bytes);
+    }
+    if (e.phase == Phase::kForward && e.layer == 0) peak = std::max(peak, live);
+  }
+  EXPECT_EQ(bytes["attn.mask"], S * S * 2);
+  EXPECT_EQ(bytes["block.0.attn.k_repeated"], H * S * D * 2);
+  EXPECT_EQ(bytes["block.0.attn.q_scaled"], heads_f32);
+  EXPECT_EQ(bytes["block.0.attn.scores"], scores);
+  EXPECT_EQ(bytes["block.0.attn.softmax.neg_inf"], H * S * S);
+  EXPECT_EQ(bytes["block.0.attn.probs"], scores);
+  EXPECT_EQ(bytes["block.0.attn.probs_returned"], H * S * S * 2);
+  EXPECT_EQ(bytes["block.0.attn.probs.grad"], scores);
+  EXPECT_EQ(bytes["block.0.attn.scores.grad"], scores);
+  const uint64_t expected = S * S * 2                 // the mask
+                            + 2 * H * S * D * 2       // k, v repeated (bf16)
+                            + 5 * heads_f32           // q, k, v fp32; q, k scaled
+                            + 3 * scores + H * S * S  // scores, softmax, probs; neg_inf
+                            + H * S;                  // neg_inf_rows
+  EXPECT_EQ(static_cast<uint64_t>(peak), expected);
 }
 
 }  // namespace

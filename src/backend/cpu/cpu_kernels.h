@@ -58,6 +58,25 @@ class CpuKernels final : public Kernels {
                           const std::vector<int32_t>& cu_seqlens, const AttentionParams& params,
                           const AttentionDims& dims, AttentionBackwardScratch& scratch, Tensor& dq,
                           Tensor& dk, Tensor& dv) override;
+  void dense_attention_mask(const std::vector<int32_t>& cu_seqlens, const AttentionParams& params,
+                            const DenseAttentionDims& dims, Tensor& mask) override;
+  void dense_attention_heads(const Tensor& src, Tensor& dst, const DenseAttentionDims& dims,
+                             float scale) override;
+  void dense_attention_scores(const Tensor& query, const Tensor& key, const Tensor& mask,
+                              const DenseAttentionDims& dims, Tensor& scores) override;
+  void dense_attention_softmax(const Tensor& scores, const DenseAttentionDims& dims,
+                               Tensor& softmax, Tensor& neg_inf, Tensor& neg_inf_rows,
+                               Tensor& probs) override;
+  void dense_attention_context(const Tensor& probs, const Tensor& value,
+                               const DenseAttentionDims& dims, Tensor& out) override;
+  void dense_attention_context_backward(const Tensor& d_out, const Tensor& probs,
+                                        const Tensor& value, const DenseAttentionDims& dims,
+                                        Tensor& d_probs, Tensor& d_value) override;
+  void dense_attention_softmax_backward(const Tensor& d_probs, const Tensor& probs,
+                                        const DenseAttentionDims& dims, Tensor& d_scores) override;
+  void dense_attention_scores_backward(const Tensor& d_scores, const Tensor& query,
+                                       const Tensor& key, const DenseAttentionDims& dims,
+                                       Tensor& d_query, Tensor& d_key) override;
   void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& lse,
                              Tensor& loss_sum) override;
   void cross_entropy_backward(Tensor& logits, const Tensor& targets, const Tensor& lse,
