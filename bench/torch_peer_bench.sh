@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# headroom against PyTorch on the same training step, side by side in one
+# run: the quickstart model ("tiny": Qwen3 shape, hidden 256, 4 layers, 4
+# query / 2 kv heads of 64, ffn 688, vocab 512, tied head), 4 rows of 512
+# tokens per step (a padded [4, 512] batch of full-length documents, so no
+# step after the first meets a new gemm shape), AdamW, 2 threads, fp32 and
+# bf16 (PyTorch: torch.autocast on cpu). PyTorch's model is written out in
+# plain modules with Hugging Face's conventions and eager attention (Debian's
+# PyTorch 1.13 has no scaled_dot_product_attention), its fp32 matmuls on
+# Debian's OpenBLAS (libopenblas0-pthread), bf16 on its oneDNN.
+# Prints a Markdown table of median tokens/s over the steps after the first.
+#
+#   bash bench/torch_peer_bench.sh [steps] [rounds]   (repository root, after a build)
+#
+# rounds > 1 alternates the two systems that many times and takes the median
+# of the rounds' medians: on a shared machine load drifts between runs.
+set -euo pipefail
+steps=${1:-10}
+rounds=${2:-1}
+bin=$(pwd)/build/headroom
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2
+
+headroom_run() {  # dtype round -> median tok/s
+  local name="peer-$1-$2"
+  "$bin" train --overwrite --set run.name="\"$name\"" --set model.preset='"tiny"' \
+    --set model.dtype="\"$1\"" --set run.steps="$steps" --set schedule.warmup_steps=1 \
+    --set batch.mode='"padded"' --set batch.micro_batch_size=4 --set batch.seq_len=512 \
+    --set data.path='"peer-512.h5"' --set data.synthetic_lengths='"fixed:512"' \
+    --set data.synthetic_documents=400 --set loss.chunk_size=0 \
+    --set optimizer.grad_clip=0 --set memory.device_capacity=0 > "$name.log" 2>&1
+  /usr/bin/python3 - "results/$name/trace.rank0.h5" <<'PY'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as f:
+    s = f["steps"][:]
+print(f"{np.median(s[1:]['tokens_per_second']):.0f}")
+PY
+}
+
+torch_run() {  # dtype -> median tok/s
+  /usr/bin/python3 - "$1" "$steps" <<'PY'
+import statistics, sys, time
+import torch, torch.nn as nn, torch.nn.functional as F
+
+dtype, steps = sys.argv[1], int(sys.argv[2])
+torch.set_num_threads(2)
+torch.manual_seed(0)
+V, C, FF, L, H, KV, D, B, S = 512, 256, 688, 4, 4, 2, 64, 4, 512
+EPS, THETA = 1e-6, 1e4
+
+
+class RMSNorm(nn.Module):  # Hugging Face's: in fp32, then back to the input dtype
+    def __init__(self, n):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+
+    def forward(self, x):
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + EPS)
+        return self.weight * h.to(x.dtype)
+
+
+def rotate_half(x):
+    return torch.cat((-x[..., D // 2:], x[..., : D // 2]), dim=-1)
+
+
+inv_freq = THETA ** (-torch.arange(0, D, 2).float() / D)
+angles = torch.outer(torch.arange(S).float(), inv_freq)
+COS, SIN = torch.cat((angles, angles), -1).cos(), torch.cat((angles, angles), -1).sin()
+CAUSAL = torch.full((S, S), float("-inf")).triu(1)
+
+
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.input_layernorm, self.post_attention_layernorm = RMSNorm(C), RMSNorm(C)
+        self.q_proj, self.k_proj = nn.Linear(C, H * D, bias=False), nn.Linear(C, KV * D, bias=False)
+        self.v_proj, self.o_proj = nn.Linear(C, KV * D, bias=False), nn.Linear(H * D, C, bias=False)
+        self.q_norm, self.k_norm = RMSNorm(D), RMSNorm(D)
+        self.gate_proj, self.up_proj = nn.Linear(C, FF, bias=False), nn.Linear(C, FF, bias=False)
+        self.down_proj = nn.Linear(FF, C, bias=False)
+
+    def forward(self, x):
+        h = self.input_layernorm(x)
+        q = self.q_norm(self.q_proj(h).view(B, S, H, D)).transpose(1, 2)
+        k = self.k_norm(self.k_proj(h).view(B, S, KV, D)).transpose(1, 2)
+        v = self.v_proj(h).view(B, S, KV, D).transpose(1, 2)
+        cos, sin = COS.to(q.dtype), SIN.to(q.dtype)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = k.repeat_interleave(H // KV, dim=1), v.repeat_interleave(H // KV, dim=1)
+        scores = torch.matmul(q, k.transpose(2, 3)) * D**-0.5 + CAUSAL.to(q.dtype)
+        p = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+        a = torch.matmul(p, v).transpose(1, 2).reshape(B, S, H * D)
+        x = x + self.o_proj(a)
+        h = self.post_attention_layernorm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(V, C)
+        self.layers = nn.ModuleList(Layer() for _ in range(L))
+        self.norm = RMSNorm(C)
+
+    def forward(self, ids, targets):
+        x = self.embed_tokens(ids)
+        for layer in self.layers:
+            x = layer(x)
+        logits = F.linear(self.norm(x), self.embed_tokens.weight)  # tied head
+        return F.cross_entropy(logits.float().view(-1, V), targets.view(-1))
+
+
+model = Model()
+for p in model.parameters():
+    if p.dim() == 2:
+        nn.init.normal_(p, std=0.02)
+opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.0)
+ids = torch.randint(0, V, (B, S))
+targets = torch.roll(ids, -1, 1)
+times = []
+for _ in range(steps):
+    t0 = time.perf_counter()
+    opt.zero_grad(set_to_none=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
+        loss = model(ids, targets)
+    loss.backward()
+    opt.step()
+    times.append(time.perf_counter() - t0)
+print(f"{B * S / statistics.median(times[1:]):.0f}")
+PY
+}
+
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
+grep -qw amx_bf16 /proc/cpuinfo && kind="AMX" || { grep -qw avx512f /proc/cpuinfo && kind="AVX-512" || kind="AVX2"; }
+echo "host: $cpu ($kind), 2 threads, $steps steps x 2048 tokens, $rounds round(s); $(/usr/bin/python3 -c 'import torch; print("PyTorch", torch.__version__)')"
+echo
+printf '| dtype | headroom tok/s | PyTorch tok/s | headroom / PyTorch |\n|---|---|---|---|\n'
+for dtype in fp32 bf16; do
+  hr=() pt=()
+  for round in $(seq "$rounds"); do
+    hr+=("$(headroom_run "$dtype" "$round")")
+    pt+=("$(torch_run "$dtype")")
+  done
+  h=$(median "${hr[@]}") p=$(median "${pt[@]}")
+  printf '| %s | %s | %s | %s |\n' "$dtype" "$h" "$p" "$(awk -v h="$h" -v p="$p" 'BEGIN {printf "%.2f", h / p}')"
+done
