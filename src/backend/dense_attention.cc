@@ -20,6 +20,16 @@
 
 namespace headroom {
 
+namespace {
+
+// One of the op's tensors: tag "<prefix>.<name>".
+Tensor named_tensor(const Backend& backend, std::string_view prefix, const Shape& shape,
+                    DType dtype, std::string_view name, Category category) {
+  return backend.empty(shape, dtype, category, std::string(prefix) + "." + std::string(name));
+}
+
+}  // namespace
+
 Tensor Backend::dense_attention_mask(const std::vector<int32_t>& cu_seqlens, int64_t rows,
                                      const AttentionParams& params, DType dtype,
                                      std::string_view tag) {
@@ -42,7 +52,7 @@ Tensor Backend::dense_attention_forward(const Tensor& q, const Tensor& k, const 
   const float root = std::sqrt(params.scale);
   auto make = [&](const Shape& shape, DType dtype, std::string_view name,
                   Category category = Category::kAttention) {
-    return empty(shape, dtype, category, std::string(tag_prefix) + "." + std::string(name));
+    return named_tensor(*this, tag_prefix, shape, dtype, name, category);
   };
   auto heads = [&](const Tensor& src, Tensor& dst, float scale) {
     if (kernels_) kernels_->dense_attention_heads(src, dst, d, scale);
@@ -125,7 +135,7 @@ DenseAttentionGrads Backend::dense_attention_backward(const Tensor& d_out,
   const float root = std::sqrt(params.scale);
   auto make = [&](const Shape& shape, DType dtype, std::string_view name,
                   Category category = Category::kAttention) {
-    return empty(shape, dtype, category, std::string(tag_prefix) + "." + std::string(name));
+    return named_tensor(*this, tag_prefix, shape, dtype, name, category);
   };
   auto heads = [&](const Tensor& src, Tensor& dst, float scale) {
     if (kernels_) kernels_->dense_attention_heads(src, dst, d, scale);
