@@ -8,15 +8,29 @@
 # plain modules with Hugging Face's conventions and eager attention (Debian's
 # PyTorch 1.13 has no scaled_dot_product_attention), its fp32 matmuls on
 # Debian's OpenBLAS (libopenblas0-pthread), bf16 on its oneDNN.
-# Prints a Markdown table of median tokens/s over the steps after the first.
+# Prints a Markdown table of median tokens/s over the steps after the first,
+# and each system's model FLOP rate (6 N per token for the N weights of the
+# matmuls, head included, plus 12 H D per visible key per layer for
+# attention's forward and backward) as a share of the gemm ceiling that
+# build/bench/gemm_bench measures on the same host (when it is built).
 #
-#   bash bench/torch_peer_bench.sh [steps] [rounds]   (repository root, after a build)
+#   bash bench/torch_peer_bench.sh [steps] [rounds] [preset]   (repository root, after a build)
+#
+# preset "tiny" (the default, [4, 512] per step) or "small-50m" (hidden 512,
+# 12 layers, 8 / 4 heads, ffn 1920, vocab 8192; one row of 2048 per step).
 #
 # rounds > 1 alternates the two systems that many times and takes the median
 # of the rounds' medians: on a shared machine load drifts between runs.
 set -euo pipefail
 steps=${1:-10}
 rounds=${2:-1}
+preset=${3:-tiny}
+case "$preset" in
+  tiny) shape="512 256 688 4 4 2 64 4 512" ;;       # V C F L H KV D B S
+  small-50m) shape="8192 512 1920 12 8 4 64 1 2048" ;;
+  *) echo "torch_peer_bench.sh: preset must be tiny or small-50m, got $preset" >&2; exit 2 ;;
+esac
+read -r V C F L H KV D B S <<< "$shape"
 bin=$(pwd)/build/headroom
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -25,10 +39,10 @@ export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2
 
 headroom_run() {  # dtype round -> median tok/s
   local name="peer-$1-$2"
-  "$bin" train --overwrite --set run.name="\"$name\"" --set model.preset='"tiny"' \
+  "$bin" train --overwrite --set run.name="\"$name\"" --set model.preset="\"$preset\"" \
     --set model.dtype="\"$1\"" --set run.steps="$steps" --set schedule.warmup_steps=1 \
-    --set batch.mode='"padded"' --set batch.micro_batch_size=4 --set batch.seq_len=512 \
-    --set data.path='"peer-512.h5"' --set data.synthetic_lengths='"fixed:512"' \
+    --set batch.mode='"padded"' --set batch.micro_batch_size="$B" --set batch.seq_len="$S" \
+    --set data.path="\"peer-$S.h5\"" --set data.synthetic_lengths="\"fixed:$S\"" \
     --set data.synthetic_documents=400 --set loss.chunk_size=0 \
     --set optimizer.grad_clip=0 --set memory.device_capacity=0 > "$name.log" 2>&1
   /usr/bin/python3 - "results/$name/trace.rank0.h5" <<'PY'
@@ -40,14 +54,14 @@ PY
 }
 
 torch_run() {  # dtype -> median tok/s
-  /usr/bin/python3 - "$1" "$steps" <<'PY'
+  /usr/bin/python3 - "$1" "$steps" $shape <<'PY'
 import statistics, sys, time
 import torch, torch.nn as nn, torch.nn.functional as F
 
 dtype, steps = sys.argv[1], int(sys.argv[2])
+V, C, FF, L, H, KV, D, B, S = map(int, sys.argv[3:12])
 torch.set_num_threads(2)
 torch.manual_seed(0)
-V, C, FF, L, H, KV, D, B, S = 512, 256, 688, 4, 4, 2, 64, 4, 512
 EPS, THETA = 1e-6, 1e4
 
 
@@ -135,11 +149,28 @@ PY
 
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
+# Model FLOPs per token of the shape (causal rows of S: (S + 1) / 2 visible
+# keys per query).
+flops_per_token=$(awk -v V="$V" -v C="$C" -v F="$F" -v L="$L" -v H="$H" -v KV="$KV" -v D="$D" \
+  -v S="$S" 'BEGIN {n = L * (C*H*D + 2*C*KV*D + H*D*C + 3*C*F) + V*C; print 6*n + 12*L*H*D*(S+1)/2}')
+ceiling() {  # dtype -> the best median GFLOP/s of gemm_bench, or "-"
+  [ -n "${gemm_table:-}" ] || { echo "-"; return; }
+  printf '%s\n' "$gemm_table" | awk -F'|' -v d="$1" '$2 ~ "^ *"d" " {if ($4+0 > m) m = $4+0} END {print m ? m : "-"}'
+}
+share() {  # tok/s dtype -> "G GFLOP/s (P% of the ceiling)"
+  local c; c=$(ceiling "$2")
+  awk -v t="$1" -v f="$flops_per_token" -v c="$c" 'BEGIN {g = t * f / 1e9;
+    if (c == "-") printf "%.0f GFLOP/s", g; else printf "%.0f GFLOP/s (%.0f%%)", g, 100 * g / c}'
+}
+gemm_bin=$(dirname "$bin")/bench/gemm_bench
+gemm_table=$([ -x "$gemm_bin" ] && "$gemm_bin" 5 || true)
+
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
 grep -qw amx_bf16 /proc/cpuinfo && kind="AMX" || { grep -qw avx512f /proc/cpuinfo && kind="AVX-512" || kind="AVX2"; }
-echo "host: $cpu ($kind), 2 threads, $steps steps x 2048 tokens, $rounds round(s); $(/usr/bin/python3 -c 'import torch; print("PyTorch", torch.__version__)')"
+echo "host: $cpu ($kind), 2 threads, $preset, $steps steps x [$B, $S], $rounds round(s); $(/usr/bin/python3 -c 'import torch; print("PyTorch", torch.__version__)')"
+echo "gemm ceiling (gemm_bench, best median): fp32 $(ceiling fp32), bf16 $(ceiling bf16) GFLOP/s; model FLOPs per token $flops_per_token"
 echo
-printf '| dtype | headroom tok/s | PyTorch tok/s | headroom / PyTorch |\n|---|---|---|---|\n'
+printf '| dtype | headroom tok/s | PyTorch tok/s | headroom / PyTorch | headroom model rate | PyTorch model rate |\n|---|---|---|---|---|---|\n'
 for dtype in fp32 bf16; do
   hr=() pt=()
   for round in $(seq "$rounds"); do
@@ -147,5 +178,7 @@ for dtype in fp32 bf16; do
     pt+=("$(torch_run "$dtype")")
   done
   h=$(median "${hr[@]}") p=$(median "${pt[@]}")
-  printf '| %s | %s | %s | %s |\n' "$dtype" "$h" "$p" "$(awk -v h="$h" -v p="$p" 'BEGIN {printf "%.2f", h / p}')"
+  printf '| %s | %s | %s | %s | %s | %s |\n' "$dtype" "$h" "$p" \
+    "$(awk -v h="$h" -v p="$p" 'BEGIN {printf "%.2f", h / p}')" "$(share "$h" "$dtype")" \
+    "$(share "$p" "$dtype")"
 done
