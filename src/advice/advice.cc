@@ -172,6 +172,21 @@ std::vector<Knob> knob_catalogue(const ExperimentConfig& c, int world_size,
                      {"lora.targets=[\"q_proj\", \"v_proj\"]"},
                      E::kChangesTraining,
                      "fewer adapted projections"});
+  // The frozen base in 4 bits (QLoRA; seeds 003 and 004 both end there):
+  // bitsandbytes' NF4 with double quantization, ~0.52 bytes per projection
+  // weight instead of 2. Not with ZeRO-3 (config/rules.cc).
+  if (c.model.quantization == ModelSection::Quantization::kNone && c.zero.stage <= 2) {
+    std::vector<std::string> sets = {"model.quantization=nf4", "model.double_quant=true"};
+    if (!c.lora.enabled)
+      sets.insert(sets.begin(),
+                  {"lora.enabled=true", "lora.rank=16", "lora.targets=[\"q_proj\", \"v_proj\"]"});
+    knobs.push_back({c.lora.enabled ? "QLoRA: the frozen base in NF4 (4-bit, double quantization)"
+                                    : "QLoRA (r = 16 on q_proj, v_proj over a 4-bit NF4 base) "
+                                      "instead of full fine-tuning",
+                     sets, E::kChangesTraining,
+                     "the base's projections rounded to 4-bit NormalFloat and dequantized for "
+                     "every use"});
+  }
   // The allocator: a segment per request holds no cached free blocks.
   if (c.memory.allocator == MemorySection::Allocator::kCaching)
     knobs.push_back({"the exact allocator (a segment per request, freed at once)",

@@ -7,9 +7,11 @@
 #include <string>
 
 #include "backend/attention_checks.h"
+#include "backend/common/nf4.h"
 #include "backend/cross_entropy_checks.h"
 #include "backend/kernels.h"
 #include "backend/model_op_checks.h"
+#include "backend/nf4_checks.h"
 #include "backend/op_checks.h"
 #include "util/error.h"
 
@@ -230,6 +232,46 @@ void Backend::adamw8bit_update(Tensor& param, Tensor& master, const Tensor& grad
   check_adamw8bit_update(kind_, param, master, grad, m, v, m_absmax, v_absmax, params);
   require(Op::kAdamw8bitUpdate);
   if (kernels_) kernels_->adamw8bit_update(param, master, grad, m, v, m_absmax, v_absmax, params);
+}
+
+Nf4Weight Backend::nf4_empty(const Shape& shape, bool double_quant, Category category,
+                             std::string_view tag) const {
+  HR_CHECK(shape.size() == 2, "nf4_empty: an NF4 weight is 2-D, got " + shape_to_string(shape));
+  const Nf4Sizes sizes = nf4_sizes(numel_of(shape), double_quant);
+  const std::string name(tag);
+  Nf4Weight q;
+  q.shape = shape;
+  q.codes = empty({sizes.code_bytes}, DType::kU8, category, name);
+  q.absmax =
+      empty({sizes.blocks}, double_quant ? DType::kU8 : DType::kF32, category, name + ".absmax");
+  if (double_quant) {
+    q.absmax2 = empty({sizes.blocks2}, DType::kF32, category, name + ".absmax2");
+    q.offset = empty({1}, DType::kF32, category, name + ".offset");
+  }
+  return q;
+}
+
+void Backend::nf4_quantize(const Tensor& w, Nf4Weight& q) {
+  check_nf4_quantize(kind_, w, q);
+  require(Op::kNf4Quantize);
+  Tensor scratch;
+  if (q.double_quant())
+    scratch = empty({nf4_sizes(q.numel(), true).blocks}, DType::kF32, Category::kWorkspace,
+                    std::string(q.codes.tag()) + ".absmax_fp32");
+  if (kernels_) kernels_->nf4_quantize(w, scratch, q);
+}
+
+Tensor Backend::nf4_dequantize(const Nf4Weight& q, DType dtype, Category category,
+                               std::string_view tag) {
+  check_nf4_dequantize(kind_, q, dtype);
+  require(Op::kNf4Dequantize);
+  Tensor scratch;
+  if (q.double_quant())
+    scratch = empty({nf4_sizes(q.numel(), true).blocks}, DType::kF32, Category::kWorkspace,
+                    std::string(tag) + ".absmax");
+  Tensor out = empty(q.shape, dtype, category, tag);
+  if (kernels_) kernels_->nf4_dequantize(q, scratch, out);
+  return out;
 }
 
 }  // namespace headroom

@@ -26,6 +26,7 @@
 
 #include "backend/common/attention_mask.h"
 #include "backend/gemm_workspace.h"
+#include "backend/nf4_weight.h"
 #include "backend/op.h"
 #include "backend/target_device.h"
 #include "memory/allocator.h"
@@ -235,6 +236,28 @@ class Backend final {
   // saved lse; rows with target -1 become 0. Afterwards logits holds dlogits.
   void cross_entropy_backward(Tensor& logits, const Tensor& targets, const Tensor& lse,
                               float scale);
+
+  // ---- NF4: QLoRA's frozen base (backend/common/nf4.h, nf4_weight.h) ----
+  // Uninitialized storage for a weight of `shape` (2-D) in NF4, under
+  // `category`: codes tagged `tag`, absmax "<tag>.absmax", and with double
+  // quantization "<tag>.absmax2" and "<tag>.offset". Allocation only, as
+  // empty(): bitsandbytes allocates these when it quantizes.
+  Nf4Weight nf4_empty(const Shape& shape, bool double_quant, Category category,
+                      std::string_view tag) const;
+  // q = w in NF4, bitsandbytes' quantize_4bit(w, blocksize = 64, "nf4"): per
+  // block of 64 the absmax, then each value times 1 / absmax (fp32) to its
+  // nearest code (nf4_code). w fp32 or bf16 of q.shape. With double
+  // quantization the fp32 absmax is computed into scratch first (category
+  // workspace, "<codes' tag>.absmax_fp32", freed on return) and then
+  // quantized as quantize_blockwise(absmax - mean, blocksize = 256) does.
+  void nf4_quantize(const Tensor& w, Nf4Weight& q);
+  // A new tensor of q.shape in `dtype` (fp32 or bf16) under category/tag:
+  // value(code) * absmax, rounded once, as dequantize_4bit computes it. With
+  // double quantization dequantize_4bit first rebuilds the fp32 absmax
+  // (dynamic map value * absmax2 + offset) into a tensor of its own: scratch
+  // here (category workspace, "<tag>.absmax"), allocated before the output
+  // and freed after the kernel, so the plan sees both at once.
+  Tensor nf4_dequantize(const Nf4Weight& q, DType dtype, Category category, std::string_view tag);
 
   // ---- optimizer ----
   // One AdamW step on a flat parameter group. param (N) fp32 or bf16; master

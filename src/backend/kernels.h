@@ -18,6 +18,7 @@
 #include "backend/attention_checks.h"
 #include "backend/dense_attention_checks.h"
 #include "backend/gemm_workspace.h"
+#include "backend/nf4_weight.h"
 #include "backend/op.h"
 #include "backend/op_checks.h"
 #include "tensor/tensor.h"
@@ -121,6 +122,12 @@ class Kernels {
   virtual void adamw8bit_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
                                 Tensor& v, Tensor& m_absmax, Tensor& v_absmax,
                                 const AdamWParams& params) = 0;
+  // scratch: undefined without double quantization; with it the fp32 absmax
+  // (ceil(n / 64)) the kernel computes first, then quantizes into q.
+  virtual void nf4_quantize(const Tensor& w, Tensor& scratch, Nf4Weight& q) = 0;
+  // scratch: undefined without double quantization; with it the fp32 absmax
+  // the kernel rebuilds first from q's double quantization.
+  virtual void nf4_dequantize(const Nf4Weight& q, Tensor& scratch, Tensor& out) = 0;
 };
 
 }  // namespace headroom

@@ -64,6 +64,10 @@ std::string_view name_of(Op op) {
       return "adamw_update";
     case Op::kAdamw8bitUpdate:
       return "adamw8bit_update";
+    case Op::kNf4Quantize:
+      return "nf4_quantize";
+    case Op::kNf4Dequantize:
+      return "nf4_dequantize";
   }
   return "?";
 }

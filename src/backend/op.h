@@ -40,8 +40,10 @@ enum class Op : uint8_t {
   kCrossEntropyBackward,
   kAdamwUpdate,
   kAdamw8bitUpdate,
+  kNf4Quantize,
+  kNf4Dequantize,
 };
-inline constexpr int kOpCount = static_cast<int>(Op::kAdamw8bitUpdate) + 1;
+inline constexpr int kOpCount = static_cast<int>(Op::kNf4Dequantize) + 1;
 
 // The method's name on Backend: "fill", "attention_backward", ...
 std::string_view name_of(Op op);

@@ -43,6 +43,9 @@ struct RunSection {
 };
 
 struct ModelSection {
+  // "nf4": QLoRA's frozen base, the block projections stored as bitsandbytes'
+  // NF4 and dequantized per use (backend/common/nf4.h).
+  enum class Quantization : uint8_t { kNone, kNf4 };
   // Exactly one of preset / hf_config names the architecture. "tiny" is the
   // default only while hf_config is not given (see docs/config.md).
   std::string preset = "tiny";
@@ -50,6 +53,8 @@ struct ModelSection {
   std::string weights;    // safetensors file or folder; empty = random init from seed
   Precision dtype = Precision::kFp32;
   int64_t seed = 1234;  // weight init when weights is empty
+  Quantization quantization = Quantization::kNone;
+  bool double_quant = false;  // bnb_4bit_use_double_quant
 
   bool operator==(const ModelSection&) const = default;
 };
@@ -236,6 +241,10 @@ struct EnumNames {};
 template <>
 struct EnumNames<Precision> {
   static constexpr std::array<std::string_view, 2> kNames = {"fp32", "bf16"};
+};
+template <>
+struct EnumNames<ModelSection::Quantization> {
+  static constexpr std::array<std::string_view, 2> kNames = {"none", "nf4"};
 };
 template <>
 struct EnumNames<RunSection::Backend> {

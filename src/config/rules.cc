@@ -61,6 +61,38 @@ std::vector<ConfigRule> build_rules() {
                "\"bf16\" requires model.dtype = \"bf16\", got model.dtype = \"fp32\"");
          return std::nullopt;
        }},
+      {"model.quantization", "lora.enabled",
+       "model.quantization = \"nf4\" requires lora.enabled = true",
+       [](const ExperimentConfig& c) -> Complaint {
+         // An NF4 weight cannot be trained (bitsandbytes' Params4bit has no
+         // gradient): without adapters nothing would learn.
+         if (c.model.quantization == ModelSection::Quantization::kNf4 && !c.lora.enabled)
+           return std::string(
+               "\"nf4\" freezes the base in 4 bits and trains adapters only, but lora.enabled "
+               "= false; set lora.enabled = true (QLoRA) or model.quantization = \"none\"");
+         return std::nullopt;
+       }},
+      {"model.quantization", "zero.stage", "model.quantization = \"nf4\" requires zero.stage <= 2",
+       [](const ExperimentConfig& c) -> Complaint {
+         // ZeRO-3 would shard the flat groups but not the NF4 storage, which
+         // lives beside them: the plan would claim a sharding that does not
+         // happen (FSDP-QLoRA's bf16-packed storage is not modelled).
+         if (c.model.quantization == ModelSection::Quantization::kNf4 && c.zero.stage > 2)
+           return "\"nf4\" keeps the quantized base whole on every rank, but zero.stage = " +
+                  std::to_string(c.zero.stage) +
+                  " shards parameters; use zero.stage <= 2 (the adapters' states are sharded "
+                  "from stage 1)";
+         return std::nullopt;
+       }},
+      {"model.double_quant", "model.quantization",
+       "model.double_quant = true requires model.quantization = \"nf4\"",
+       [](const ExperimentConfig& c) -> Complaint {
+         if (c.model.double_quant && c.model.quantization != ModelSection::Quantization::kNf4)
+           return std::string(
+               "true quantizes NF4's absmax, but model.quantization = \"none\"; set "
+               "model.quantization = \"nf4\" or model.double_quant = false");
+         return std::nullopt;
+       }},
       {"loss.logits_dtype", "model.dtype",
        "loss.logits_dtype = \"bf16\" requires model.dtype = \"bf16\"",
        [](const ExperimentConfig& c) -> Complaint {

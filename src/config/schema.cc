@@ -556,6 +556,16 @@ std::vector<ConfigKey> build_schema() {
       choice(HR_FIELD(model.dtype), "Storage type of the weights, activations and gradients."),
       integer(HR_FIELD(model.seed), 0, kNoMax,
               "Seed of the random initialization when model.weights is \"\"."),
+      choice(HR_FIELD(model.quantization),
+             "\"nf4\": QLoRA. The frozen base's block projections (q, k, v, o, gate, up, down) "
+             "are stored as bitsandbytes' NF4 (4-bit NormalFloat codes in blocks of 64 with an "
+             "fp32 absmax each, 0.5625 bytes per weight), quantized at load and dequantized "
+             "into a short-lived buffer in model.dtype for each use in forward and backward; "
+             "embeddings, norms and the head stay in model.dtype. Requires lora.enabled."),
+      boolean(HR_FIELD(model.double_quant),
+              "With model.quantization = \"nf4\": bitsandbytes' double quantization "
+              "(bnb_4bit_use_double_quant), the absmax themselves in 8 bits per block of 256 "
+              "(~0.516 bytes per weight)."),
 
       // [lora]
       boolean(HR_FIELD(lora.enabled),

@@ -11,8 +11,8 @@ GroupLayout GroupLayout::make(std::string name, std::vector<ParamSpec> specs) {
   layout.name = std::move(name);
   layout.specs = std::move(specs);
   for (const ParamSpec& spec : layout.specs) {
-    layout.offsets.push_back(layout.numel);
-    layout.numel += numel_of(spec.shape);
+    layout.offsets.push_back(spec.quantized ? -1 : layout.numel);
+    if (!spec.quantized) layout.numel += numel_of(spec.shape);
   }
   return layout;
 }
@@ -28,6 +28,10 @@ FlatGroup FlatGroup::allocate(Backend& backend, const GroupLayout& layout, DType
   FlatGroup group;
   group.flat = backend.empty({layout.numel}, dtype, category, tag);
   for (size_t i = 0; i < layout.specs.size(); ++i) {
+    if (layout.specs[i].quantized) {
+      group.views.emplace_back();
+      continue;
+    }
     int64_t begin = layout.offsets[i];
     int64_t n = numel_of(layout.specs[i].shape);
     group.views.push_back(group.flat.rows(begin, begin + n).view(layout.specs[i].shape));

@@ -15,13 +15,16 @@ namespace headroom {
 struct ParamSpec {
   std::string name;  // Hugging Face name, e.g. "model.layers.3.self_attn.q_proj.weight"
   Shape shape;
+  // Stored outside the flat buffer, in NF4 (QLoRA's frozen base): the
+  // group's numel leaves it out, its offset is -1 and its view undefined.
+  bool quantized = false;
 };
 
 // The layout of a group: where each named tensor sits in the flat buffer.
 struct GroupLayout {
   std::string name;  // "embed", "block.3", "head"
   std::vector<ParamSpec> specs;
-  std::vector<int64_t> offsets;  // element offset of specs[i]
+  std::vector<int64_t> offsets;  // element offset of specs[i]; -1 for a quantized spec
   int64_t numel = 0;
   // Whether the group gets gradients and optimizer states; a frozen base
   // under LoRA does not.
@@ -49,7 +52,7 @@ struct GroupShard {
 // One flat buffer with the layout's views.
 struct FlatGroup {
   Tensor flat;                // (numel)
-  std::vector<Tensor> views;  // views[i] has specs[i].shape
+  std::vector<Tensor> views;  // views[i] has specs[i].shape; undefined for a quantized spec
 
   // Allocates `layout.numel` elements of `dtype` under category/tag and makes
   // the views. The memory is uninitialized.

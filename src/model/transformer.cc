@@ -11,113 +11,11 @@ namespace headroom {
 
 namespace {
 
-std::string layer_name(int64_t l) {
-  return "model.layers." + std::to_string(l) + ".";
-}
-
 std::string tag(int64_t l, const char* what) {
   return "block." + std::to_string(l) + "." + what;
 }
 
 }  // namespace
-
-const char* lora_target_name(LoraTarget target) {
-  static const char* const kNames[kNumLoraTargets] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                                      "gate_proj", "up_proj", "down_proj"};
-  return kNames[target];
-}
-
-namespace {
-
-// PEFT's module path of a target inside a layer.
-std::string lora_module(LoraTarget t) {
-  return std::string(t <= kLoraO ? "self_attn." : "mlp.") + lora_target_name(t);
-}
-
-// (out, in) of a target's projection.
-std::pair<int64_t, int64_t> lora_shape(const ModelConfig& c, LoraTarget t) {
-  const int64_t C = c.hidden_size, F = c.intermediate_size;
-  const int64_t HD = c.num_heads * c.head_dim, KVD = c.num_kv_heads * c.head_dim;
-  switch (t) {
-    case kLoraQ:
-      return {HD, C};
-    case kLoraK:
-      return {KVD, C};
-    case kLoraV:
-      return {KVD, C};
-    case kLoraO:
-      return {C, HD};
-    case kLoraGate:
-      return {F, C};
-    case kLoraUp:
-      return {F, C};
-    case kLoraDown:
-      return {C, F};
-    default:
-      break;
-  }
-  throw InternalError("unknown LoRA target");
-}
-
-// The activation tag of a target's projection output, for its adapter's.
-const char* lora_tag(LoraTarget t) {
-  static const char* const kTags[kNumLoraTargets] = {"attn.q",   "attn.k", "attn.v",  "attn.o_proj",
-                                                     "mlp.gate", "mlp.up", "mlp.down"};
-  return kTags[t];
-}
-
-bool targets_contain(const LoraOptions& lora, LoraTarget t) {
-  return std::find(lora.targets.begin(), lora.targets.end(), t) != lora.targets.end();
-}
-
-}  // namespace
-
-std::vector<GroupLayout> transformer_layouts(const ModelConfig& c, const LoraOptions& lora) {
-  const int64_t C = c.hidden_size, V = c.vocab_size, F = c.intermediate_size;
-  const int64_t HD = c.num_heads * c.head_dim, KVD = c.num_kv_heads * c.head_dim;
-  std::vector<GroupLayout> layouts;
-  layouts.push_back(GroupLayout::make("embed", {{"model.embed_tokens.weight", {V, C}}}));
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const std::string p = layer_name(l);
-    std::vector<ParamSpec> specs = {
-        {p + "input_layernorm.weight", {C}},       {p + "self_attn.q_proj.weight", {HD, C}},
-        {p + "self_attn.k_proj.weight", {KVD, C}}, {p + "self_attn.v_proj.weight", {KVD, C}},
-        {p + "self_attn.o_proj.weight", {C, HD}},  {p + "post_attention_layernorm.weight", {C}},
-        {p + "mlp.gate_proj.weight", {F, C}},      {p + "mlp.up_proj.weight", {F, C}},
-        {p + "mlp.down_proj.weight", {C, F}},
-    };
-    if (c.attention_bias) {
-      specs.push_back({p + "self_attn.q_proj.bias", {HD}});
-      specs.push_back({p + "self_attn.k_proj.bias", {KVD}});
-      specs.push_back({p + "self_attn.v_proj.bias", {KVD}});
-    }
-    if (c.qk_norm) {
-      specs.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
-      specs.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
-    }
-    layouts.push_back(GroupLayout::make("block." + std::to_string(l), std::move(specs)));
-  }
-  std::vector<ParamSpec> head = {{"model.norm.weight", {C}}};
-  if (!c.tie_word_embeddings) head.push_back({"lm_head.weight", {V, C}});
-  layouts.push_back(GroupLayout::make("head", std::move(head)));
-  if (!lora.enabled) return layouts;
-
-  for (GroupLayout& layout : layouts)
-    layout.trainable = false;
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    std::vector<ParamSpec> specs;
-    const std::string p = "base_model.model." + layer_name(l);
-    for (int t = 0; t < kNumLoraTargets; ++t) {
-      const LoraTarget target = static_cast<LoraTarget>(t);
-      if (!targets_contain(lora, target)) continue;
-      const auto [out, in] = lora_shape(c, target);
-      specs.push_back({p + lora_module(target) + ".lora_A.weight", {lora.rank, in}});
-      specs.push_back({p + lora_module(target) + ".lora_B.weight", {out, lora.rank}});
-    }
-    layouts.push_back(GroupLayout::make("lora." + std::to_string(l), std::move(specs)));
-  }
-  return layouts;
-}
 
 // What forward keeps for backward. A checkpointed block keeps only `x` and
 // rebuilds the rest at the start of its backward.
@@ -139,8 +37,7 @@ struct Transformer::BlockSaved {
   Tensor y;                   // (T, C)      block output (handed to the next block)
   // Per adapted projection: its (dropped-out) input x (T, in), for dA, and
   // x A^T (T, r), for dB. Without dropout x shares the block's own tensor.
-  Tensor lora_x[kNumLoraTargets];
-  Tensor lora_u[kNumLoraTargets];
+  AdapterSaved lora[kNumLoraTargets];
 };
 
 Transformer::Transformer(Backend& backend, const ModelConfig& config,
@@ -148,7 +45,7 @@ Transformer::Transformer(Backend& backend, const ModelConfig& config,
     : backend_(backend),
       config_(config),
       options_(options),
-      layouts_(transformer_layouts(config, options.lora)),
+      layouts_(transformer_layouts(config, options.lora, options.nf4)),
       residency_(residency) {
   attention_.heads = config.num_heads;
   attention_.kv_heads = config.num_kv_heads;
@@ -172,9 +69,11 @@ Transformer::Transformer(Backend& backend, const ModelConfig& config,
              "LoRA needs a rank >= 1 and at least one target");
     int view = 0;
     for (int t = 0; t < kNumLoraTargets; ++t)
-      if (targets_contain(options.lora, static_cast<LoraTarget>(t)))
+      if (options.lora.targets_contain(static_cast<LoraTarget>(t)))
         lora_index_[t] = view, view += 2;
   }
+  // An NF4 weight has no gradient (bitsandbytes' Params4bit): only adapters train.
+  HR_CHECK(!options.nf4 || options.lora.enabled, "an NF4 base needs LoRA adapters to train");
   // The order forward and backward read the base groups in: what a
   // residency may fetch ahead. Adapters are small and fetched on use.
   for (size_t g = 0; g < num_base_groups(); ++g)
@@ -187,16 +86,31 @@ Transformer::Transformer(Backend& backend, const ModelConfig& config,
     params_.resize(layouts_.size());
     grads_.resize(layouts_.size());
     residency_->bind(layouts_, params_, grads_);
-    return;
+  } else {
+    for (const GroupLayout& layout : layouts_)
+      params_.push_back(FlatGroup::allocate(backend, layout, options.dtype, Category::kParam,
+                                            layout.name + ".params"));
+    for (const GroupLayout& layout : layouts_)
+      grads_.push_back(layout.trainable
+                           ? FlatGroup::allocate(backend, layout, options.dtype, Category::kGrad,
+                                                 layout.name + ".grads")
+                           : FlatGroup{});
+    zero_grads();
   }
-  for (const GroupLayout& layout : layouts_)
-    params_.push_back(FlatGroup::allocate(backend, layout, options.dtype, Category::kParam,
-                                          layout.name + ".params"));
-  for (const GroupLayout& layout : layouts_)
-    grads_.push_back(layout.trainable ? FlatGroup::allocate(backend, layout, options.dtype,
-                                                            Category::kGrad, layout.name + ".grads")
-                                      : FlatGroup{});
-  zero_grads();
+  // The NF4 base is the model's own, whole on every rank: a residency (ZeRO
+  // stage <= 2 here, config/rules.cc) holds the flat groups only.
+  if (options.nf4) {
+    for (int64_t l = 0; l < config.num_layers; ++l) {
+      std::array<Nf4Weight, kNumLoraTargets>& layer = nf4_.emplace_back();
+      for (int t = 0; t < kNumLoraTargets; ++t) {
+        const LoraTarget target = static_cast<LoraTarget>(t);
+        const auto [out, in] = projection_shape(config, target);
+        layer[static_cast<size_t>(t)] = backend.nf4_empty(
+            {out, in}, options.nf4_double_quant, Category::kParam,
+            "block." + std::to_string(l) + "." + lora_target_name(target) + ".nf4");
+      }
+    }
+  }
 }
 
 const Tensor& Transformer::block_param(int64_t layer, BlockParam p) const {
@@ -254,12 +168,20 @@ void Transformer::init_random(uint64_t seed) {
       const bool is_norm = name.find("norm.weight") != std::string::npos ||
                            name.find("layernorm.weight") != std::string::npos;
       const bool is_bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
-      if (is_norm)
+      if (layouts_[g].specs[i].quantized) {
+        // The values a dense init would draw, quantized (an NF4 base
+        // without model.weights is for plans and tests).
+        Tensor staging = backend_.empty(layouts_[g].specs[i].shape, options_.dtype,
+                                        Category::kWorkspace, layouts_[g].name + ".staging");
+        backend_.fill_uniform(staging, seed * 1000003 + stream, -a, a);
+        quantize_param(g, i, staging);
+      } else if (is_norm) {
         backend_.fill(w, 1.0f);
-      else if (is_bias)
+      } else if (is_bias) {
         backend_.fill(w, 0.0f);
-      else
+      } else {
         backend_.fill_uniform(w, seed * 1000003 + stream, -a, a);
+      }
       ++stream;
     }
     end_params_write(g);
@@ -304,18 +226,60 @@ void Transformer::init_adapters() {
   }
 }
 
+void Transformer::quantize_param(size_t g, size_t i, const Tensor& dense) {
+  HR_CHECK(g >= 1 && g + 1 < num_base_groups() && layouts_[g].specs[i].quantized,
+           "quantize_param: " + layouts_[g].specs[i].name + " is not stored in NF4");
+  for (int t = 0; t < kNumLoraTargets; ++t)
+    if (block_index_[weight_of(static_cast<LoraTarget>(t))] == static_cast<int>(i)) {
+      backend_.nf4_quantize(dense, nf4_[g - 1][static_cast<size_t>(t)]);
+      return;
+    }
+  throw InternalError("quantize_param: no projection at view " + std::to_string(i));
+}
+
+Projection Transformer::projection(int64_t l, LoraTarget t, bool backward) {
+  Projection p;
+  const BlockParam weight = weight_of(t);
+  if (options_.nf4)
+    p.nf4 = &nf4_[static_cast<size_t>(l)][static_cast<size_t>(t)];
+  else
+    p.weight = &block_param(l, weight);
+  if (config_.attention_bias && t <= kLoraV) {
+    const BlockParam bias = t == kLoraQ ? kBq : t == kLoraK ? kBk : kBv;
+    p.bias = &block_param(l, bias);
+    if (backward) p.d_bias = block_grad(l, bias);
+  }
+  if (backward) p.d_weight = block_grad(l, weight);
+  p.tag = tag(l, projection_tag(t));
+  if (has_adapter(t)) {
+    const size_t g = adapter_group(l), ia = static_cast<size_t>(lora_index_[t]);
+    p.adapter.a = params_[g].views[ia];      // (r, in)
+    p.adapter.b = params_[g].views[ia + 1];  // (out, r)
+    if (backward) {
+      p.adapter.d_a = grads_[g].views[ia];
+      p.adapter.d_b = grads_[g].views[ia + 1];
+    }
+    p.adapter.scale = options_.lora.alpha / static_cast<float>(options_.lora.rank);
+    p.adapter.dropout = options_.lora.dropout;
+    p.adapter.dropout_seed = dropout_seed(l, t);
+    p.adapter.tag = p.tag + ".lora";
+  }
+  return p;
+}
+
 void Transformer::merge_adapters() {
   HR_CHECK(frozen_base(), "merge_adapters on a model without LoRA");
   // It writes the base in place: the model must hold its groups itself.
   HR_CHECK(residency_ == nullptr, "merge_adapters on a model whose groups a residency holds");
-  static const BlockParam kProjection[kNumLoraTargets] = {kWq, kWk, kWv, kWo, kWGate, kWUp, kWDown};
+  // Merging rounds into the dense base; an NF4 base would be requantized.
+  HR_CHECK(!options_.nf4, "merge_adapters on an NF4 base: merge into the dense base instead");
   const float scale = options_.lora.alpha / static_cast<float>(options_.lora.rank);
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     const size_t lora = adapter_group(l);
     for (int t = 0; t < kNumLoraTargets; ++t) {
       if (!has_adapter(static_cast<LoraTarget>(t))) continue;
       const size_t ia = static_cast<size_t>(lora_index_[t]);
-      Tensor w = block_param(l, kProjection[t]);  // (out, in)
+      Tensor w = block_param(l, weight_of(static_cast<LoraTarget>(t)));  // (out, in)
       backend_.gemm(params_[lora].views[ia + 1], false, params_[lora].views[ia], false, w, scale,
                     1.0f);  // (out, in) += s * (out, r) @ (r, in)
     }
@@ -345,17 +309,9 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
   s.q = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.q"));
   s.k = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.k"));
   s.v = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.v"));
-  b.gemm(s.h, false, block_param(l, kWq), true, s.q, 1.0f, 0.0f);  // (T, HD) = (T, C) @ (HD, C)^T
-  b.gemm(s.h, false, block_param(l, kWk), true, s.k, 1.0f, 0.0f);
-  b.gemm(s.h, false, block_param(l, kWv), true, s.v, 1.0f, 0.0f);
-  if (config_.attention_bias) {
-    b.bias_forward(s.q, block_param(l, kBq));
-    b.bias_forward(s.k, block_param(l, kBk));
-    b.bias_forward(s.v, block_param(l, kBv));
-  }
-  adapter_forward(l, kLoraQ, s.h, s.q, s);
-  adapter_forward(l, kLoraK, s.h, s.k, s);
-  adapter_forward(l, kLoraV, s.h, s.v, s);
+  project_forward(b, projection(l, kLoraQ, false), s.h, s.q, s.lora[kLoraQ]);  // (T, HD)
+  project_forward(b, projection(l, kLoraK, false), s.h, s.k, s.lora[kLoraK]);  // (T, KVD)
+  project_forward(b, projection(l, kLoraV, false), s.h, s.v, s.lora[kLoraV]);
   if (config_.qk_norm) {
     // Per-head RMSNorm over D: (T, H*D) viewed as (T*H, D).
     s.q_pre = s.q;
@@ -385,8 +341,7 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
 
   {
     Tensor o = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn.o_proj"));
-    b.gemm(s.att, false, block_param(l, kWo), true, o, 1.0f, 0.0f);  // (T, C) = (T, HD) @ (C, HD)^T
-    adapter_forward(l, kLoraO, s.att, o, s);
+    project_forward(b, projection(l, kLoraO, false), s.att, o, s.lora[kLoraO]);  // (T, C)
     s.x2 = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn.residual"));
     b.add(x, o, s.x2);
   }
@@ -396,18 +351,14 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
   b.rmsnorm_forward(s.x2, block_param(l, kMlpNorm), eps, s.h2, s.rstd2);
   s.gate = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.gate"));
   s.up = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.up"));
-  b.gemm(s.h2, false, block_param(l, kWGate), true, s.gate, 1.0f, 0.0f);  // (T, F)
-  b.gemm(s.h2, false, block_param(l, kWUp), true, s.up, 1.0f, 0.0f);
-  adapter_forward(l, kLoraGate, s.h2, s.gate, s);
-  adapter_forward(l, kLoraUp, s.h2, s.up, s);
+  project_forward(b, projection(l, kLoraGate, false), s.h2, s.gate, s.lora[kLoraGate]);  // (T, F)
+  project_forward(b, projection(l, kLoraUp, false), s.h2, s.up, s.lora[kLoraUp]);
   s.act = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.act"));
   b.swiglu_forward(s.gate, s.up, s.act);
 
   {
     Tensor m = b.empty({T, C}, dt, Category::kActivation, tag(l, "mlp.down"));
-    b.gemm(s.act, false, block_param(l, kWDown), true, m, 1.0f,
-           0.0f);  // (T, C) = (T, F) @ (C, F)^T
-    adapter_forward(l, kLoraDown, s.act, m, s);
+    project_forward(b, projection(l, kLoraDown, false), s.act, m, s.lora[kLoraDown]);  // (T, C)
     // The next block's input: kept alone, as a checkpoint, when that block
     // recomputes its activations.
     const bool next_checkpointed = is_checkpointed(l + 1);
@@ -438,11 +389,9 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
 
   // MLP: y = x2 + down(silu(gate(h2)) * up(h2))
   Tensor d_act = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.act.grad"));
-  b.gemm(dy, false, block_param(l, kWDown), false, d_act, 1.0f, 0.0f);  // (T, F) = (T, C) @ (C, F)
-  adapter_backward(l, kLoraDown, dy, d_act, s);
-  if (!frozen_base()) {
-    Tensor dw = block_grad(l, kWDown);
-    b.gemm(dy, true, s.act, false, dw, 1.0f, 1.0f);  // (C, F) += dy^T @ act
+  {
+    Projection down = projection(l, kLoraDown, true);
+    project_backward(b, down, dy, s.act, d_act, 0.0f, s.lora[kLoraDown]);  // (T, F)
   }
   s.act = Tensor();
   Tensor d_gate = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.gate.grad"));
@@ -450,14 +399,10 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
   b.swiglu_backward(d_act, s.gate, s.up, d_gate, d_up);
   d_act = Tensor(), s.gate = Tensor(), s.up = Tensor();
   Tensor d_h2 = b.empty({T, C}, dt, Category::kActivation, tag(l, "mlp_norm.out.grad"));
-  b.gemm(d_gate, false, block_param(l, kWGate), false, d_h2, 1.0f, 0.0f);  // (T, C)
-  b.gemm(d_up, false, block_param(l, kWUp), false, d_h2, 1.0f, 1.0f);
-  adapter_backward(l, kLoraGate, d_gate, d_h2, s);
-  adapter_backward(l, kLoraUp, d_up, d_h2, s);
-  if (!frozen_base()) {
-    Tensor dw_gate = block_grad(l, kWGate), dw_up = block_grad(l, kWUp);
-    b.gemm(d_gate, true, s.h2, false, dw_gate, 1.0f, 1.0f);  // (F, C)
-    b.gemm(d_up, true, s.h2, false, dw_up, 1.0f, 1.0f);
+  {
+    Projection gate = projection(l, kLoraGate, true), up = projection(l, kLoraUp, true);
+    project_backward(b, gate, d_gate, s.h2, d_h2, 0.0f, s.lora[kLoraGate]);  // (T, C)
+    project_backward(b, up, d_up, s.h2, d_h2, 1.0f, s.lora[kLoraUp]);
   }
   d_gate = Tensor(), d_up = Tensor(), s.h2 = Tensor();
   Tensor dx2 = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn.residual.grad"));
@@ -468,11 +413,9 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
 
   // Attention: x2 = x + o_proj(attention(rope(norm(q)), rope(norm(k)), v))
   Tensor d_att = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.out.grad"));
-  b.gemm(dx2, false, block_param(l, kWo), false, d_att, 1.0f, 0.0f);  // (T, HD) = (T, C) @ (C, HD)
-  adapter_backward(l, kLoraO, dx2, d_att, s);
-  if (!frozen_base()) {
-    Tensor dw_o = block_grad(l, kWo);
-    b.gemm(dx2, true, s.att, false, dw_o, 1.0f, 1.0f);  // (C, HD) += dx2^T @ att
+  {
+    Projection o = projection(l, kLoraO, true);
+    project_backward(b, o, dx2, s.att, d_att, 0.0f, s.lora[kLoraO]);  // (T, HD)
   }
   Tensor dq, dk, dv;
   if (options_.attention_dense) {
@@ -503,24 +446,13 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
     dq = dq_pre, dk = dk_pre;
     s.q_pre = Tensor(), s.k_pre = Tensor(), s.rstd_q = Tensor(), s.rstd_k = Tensor();
   }
-  if (config_.attention_bias && !frozen_base()) {
-    Tensor db_q = block_grad(l, kBq), db_k = block_grad(l, kBk), db_v = block_grad(l, kBv);
-    b.bias_backward(dq, db_q);
-    b.bias_backward(dk, db_k);
-    b.bias_backward(dv, db_v);
-  }
   Tensor d_h = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn_norm.out.grad"));
-  b.gemm(dq, false, block_param(l, kWq), false, d_h, 1.0f, 0.0f);  // (T, C) = (T, HD) @ (HD, C)
-  b.gemm(dk, false, block_param(l, kWk), false, d_h, 1.0f, 1.0f);
-  b.gemm(dv, false, block_param(l, kWv), false, d_h, 1.0f, 1.0f);
-  adapter_backward(l, kLoraQ, dq, d_h, s);
-  adapter_backward(l, kLoraK, dk, d_h, s);
-  adapter_backward(l, kLoraV, dv, d_h, s);
-  if (!frozen_base()) {
-    Tensor dw_q = block_grad(l, kWq), dw_k = block_grad(l, kWk), dw_v = block_grad(l, kWv);
-    b.gemm(dq, true, s.h, false, dw_q, 1.0f, 1.0f);  // (HD, C) += dq^T @ h
-    b.gemm(dk, true, s.h, false, dw_k, 1.0f, 1.0f);
-    b.gemm(dv, true, s.h, false, dw_v, 1.0f, 1.0f);
+  {
+    Projection q = projection(l, kLoraQ, true), k = projection(l, kLoraK, true),
+               v = projection(l, kLoraV, true);
+    project_backward(b, q, dq, s.h, d_h, 0.0f, s.lora[kLoraQ]);  // (T, C)
+    project_backward(b, k, dk, s.h, d_h, 1.0f, s.lora[kLoraK]);
+    project_backward(b, v, dv, s.h, d_h, 1.0f, s.lora[kLoraV]);
   }
   dq = Tensor(), dk = Tensor(), dv = Tensor(), s.h = Tensor(), s.v = Tensor();
   Tensor dx = b.empty({T, C}, dt, Category::kActivation, tag(l, "in.grad"));
@@ -539,61 +471,6 @@ uint64_t Transformer::dropout_seed(int64_t layer, LoraTarget t) const {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
-}
-
-void Transformer::adapter_forward(int64_t l, LoraTarget t, const Tensor& x, Tensor& y,
-                                  BlockSaved& s) {
-  if (!has_adapter(t)) return;
-  Backend& b = backend_;
-  const FlatGroup& group = params_[adapter_group(l)];
-  const Tensor& lora_a = group.views[static_cast<size_t>(lora_index_[t])];      // (r, in)
-  const Tensor& lora_b = group.views[static_cast<size_t>(lora_index_[t]) + 1];  // (out, r)
-  const int64_t T = x.size(0), r = options_.lora.rank;
-  const float scale = options_.lora.alpha / static_cast<float>(r);
-  Tensor xd = x;
-  if (options_.lora.dropout > 0) {
-    xd = b.empty(x.shape(), x.dtype(), Category::kActivation,
-                 tag(l, (std::string(lora_tag(t)) + ".lora.x_dropped").c_str()));
-    b.dropout(x, options_.lora.dropout, dropout_seed(l, t), xd);
-  }
-  Tensor u = b.empty({T, r}, x.dtype(), Category::kActivation,
-                     tag(l, (std::string(lora_tag(t)) + ".lora.xa").c_str()));
-  b.gemm(xd, false, lora_a, true, u, 1.0f, 0.0f);  // (T, r) = (T, in) @ (r, in)^T
-  b.gemm(u, false, lora_b, true, y, scale, 1.0f);  // (T, out) += s * (T, r) @ (out, r)^T
-  s.lora_x[t] = xd;
-  s.lora_u[t] = u;
-}
-
-void Transformer::adapter_backward(int64_t l, LoraTarget t, const Tensor& dy, Tensor& dx,
-                                   BlockSaved& s) {
-  if (!has_adapter(t)) return;
-  Backend& b = backend_;
-  const size_t g = adapter_group(l);
-  const size_t ia = static_cast<size_t>(lora_index_[t]);
-  const Tensor& lora_a = params_[g].views[ia];      // (r, in)
-  const Tensor& lora_b = params_[g].views[ia + 1];  // (out, r)
-  Tensor& d_a = grads_[g].views[ia];
-  Tensor& d_b = grads_[g].views[ia + 1];
-  const int64_t T = dy.size(0), r = options_.lora.rank;
-  const float scale = options_.lora.alpha / static_cast<float>(r);
-  // du = s * dy B: the gradient at x A^T.
-  Tensor du = b.empty({T, r}, dy.dtype(), Category::kActivation,
-                      tag(l, (std::string(lora_tag(t)) + ".lora.xa.grad").c_str()));
-  b.gemm(dy, false, lora_b, false, du, scale, 0.0f);       // (T, r) = s * (T, out) @ (out, r)
-  b.gemm(dy, true, s.lora_u[t], false, d_b, scale, 1.0f);  // (out, r) += s * dy^T @ u
-  s.lora_u[t] = Tensor();
-  b.gemm(du, true, s.lora_x[t], false, d_a, 1.0f, 1.0f);  // (r, in) += du^T @ x
-  s.lora_x[t] = Tensor();
-  if (options_.lora.dropout > 0) {
-    // Dropout is its own backward with the same mask.
-    Tensor dxd = b.empty(dx.shape(), dx.dtype(), Category::kActivation,
-                         tag(l, (std::string(lora_tag(t)) + ".lora.x_dropped.grad").c_str()));
-    b.gemm(du, false, lora_a, false, dxd, 1.0f, 0.0f);  // (T, in) = du @ A
-    b.dropout(dxd, options_.lora.dropout, dropout_seed(l, t), dxd);
-    b.add(dx, dxd, dx);
-  } else {
-    b.gemm(du, false, lora_a, false, dx, 1.0f, 1.0f);  // (T, in) += du @ A
-  }
 }
 
 bool Transformer::is_checkpointed(int64_t layer) const {

@@ -6,13 +6,13 @@
 // "block.<l>" for each layer, and "head" (final norm and, when untied,
 // lm_head). Gradients mirror them in the parameters' dtype.
 //
-// With LoRA (Hu et al. 2021, as PEFT does it) those groups are frozen base
-// weights (no gradients, no optimizer state) and each block gets a trainable
-// group "lora.<l>" holding, per target projection W (out, in), A (r, in) and
-// B (out, r) under PEFT's names; the projection becomes
-//   y = x W^T + (alpha / r) * (dropout(x) A^T) B^T.
+// With LoRA (lora.h) those groups are frozen base weights (no gradients, no
+// optimizer state) and each block gets a trainable group "lora.<l>"
+// (layouts.h); with NF4 the frozen block projections are 4-bit (QLoRA).
+// Every projection is one call (projection.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,34 +21,13 @@
 #include "backend/linear_cross_entropy.h"
 #include "data/batch.h"
 #include "model/group_residency.h"
+#include "model/layouts.h"
+#include "model/lora.h"
 #include "model/model_config.h"
 #include "model/param_group.h"
+#include "model/projection.h"
 
 namespace headroom {
-
-// The projections LoRA can adapt, in PEFT's module names and this order.
-enum LoraTarget : int {
-  kLoraQ,
-  kLoraK,
-  kLoraV,
-  kLoraO,
-  kLoraGate,
-  kLoraUp,
-  kLoraDown,
-  kNumLoraTargets
-};
-// "q_proj", "k_proj", ..., "down_proj".
-const char* lora_target_name(LoraTarget target);
-
-struct LoraOptions {
-  bool enabled = false;
-  int64_t rank = 16;
-  float alpha = 32.0f;  // the update is scaled by alpha / rank
-  float dropout = 0.0f;
-  std::vector<LoraTarget> targets = {kLoraQ, kLoraV};
-  uint64_t seed = 0;           // A's init (B starts at zero)
-  bool gaussian_init = false;  // A ~ N(0, 1/r) (PEFT's "gaussian"); else Kaiming-uniform
-};
 
 struct TransformerOptions {
   DType dtype = DType::kF32;          // parameters, activations and their gradients
@@ -68,28 +47,16 @@ struct TransformerOptions {
   int checkpoint_interval = 0;
   LinearCrossEntropyOptions loss;
   LoraOptions lora;
+  // model.quantization = "nf4" (QLoRA; needs lora.enabled): the block
+  // projections of the frozen base live in NF4 storage of the model's own
+  // (category param, tags "block.<l>.<q_proj|...>.nf4[.absmax...]"),
+  // quantized from model-dtype staging at init and load, dequantized per
+  // use (projection.h). Embeddings, norms and the head stay in `dtype`.
+  bool nf4 = false;
+  bool nf4_double_quant = false;  // model.double_quant
   // run.seed: the randomness drawn during steps (the dropout masks), apart
   // from the seeds of initialization (model.seed, lora.seed).
   uint64_t step_seed = 0;
-};
-
-// Indices of a block group's views, in the order of block_layout().
-enum BlockParam : int {
-  kAttnNorm,  // (C)            input_layernorm
-  kWq,        // (H*D, C)       self_attn.q_proj
-  kWk,        // (KV*D, C)
-  kWv,        // (KV*D, C)
-  kWo,        // (C, H*D)
-  kMlpNorm,   // (C)            post_attention_layernorm
-  kWGate,     // (F, C)
-  kWUp,       // (F, C)
-  kWDown,     // (C, F)
-  kBq,        // (H*D)          Qwen2 only (attention_bias)
-  kBk,        // (KV*D)
-  kBv,        // (KV*D)
-  kQNorm,     // (D)            Qwen3 only (qk_norm)
-  kKNorm,     // (D)
-  kNumBlockParams,
 };
 
 class Transformer {
@@ -116,6 +83,11 @@ class Transformer {
   // adapters stay as they were, so the merged base alone now computes what
   // base and adapters computed together (without dropout).
   void merge_adapters();
+
+  // Quantizes `dense` (spec i's shape, fp32 or bf16) into the NF4 storage of
+  // spec i of group g, a quantized spec (layouts.h): how init and load fill
+  // the NF4 base.
+  void quantize_param(size_t g, size_t i, const Tensor& dense);
 
   // The randomness of the next forward_backward (LoRA dropout masks) comes
   // from options.step_seed and this stream; the trainer sets it from the step, the
@@ -159,12 +131,9 @@ class Transformer {
   // is frozen (the ops then skip it).
   Tensor block_grad(int64_t layer, BlockParam p);
   bool has_adapter(LoraTarget t) const { return lora_index_[t] >= 0; }
-  // y += (alpha / r) * (dropout(x) A^T) B^T for block l's adapter t, saving
-  // what its backward needs in `saved`.
-  void adapter_forward(int64_t layer, LoraTarget t, const Tensor& x, Tensor& y, BlockSaved& saved);
-  // dx += the adapter's part of the input gradient; dA, dB accumulated.
-  void adapter_backward(int64_t layer, LoraTarget t, const Tensor& dy, Tensor& dx,
-                        BlockSaved& saved);
+  // Block l's projection t, its weight dense or NF4, its adapter if any;
+  // with `backward` also the gradients it accumulates (acquired then).
+  Projection projection(int64_t layer, LoraTarget t, bool backward);
   uint64_t dropout_seed(int64_t layer, LoraTarget t) const;
   size_t adapter_group(int64_t layer) const {
     return num_base_groups() + static_cast<size_t>(layer);
@@ -190,6 +159,9 @@ class Transformer {
   uint64_t random_stream_ = 0;
   std::vector<FlatGroup> params_;
   std::vector<FlatGroup> grads_;
+  // options.nf4: per layer, the NF4 storage of each projection (layouts.h's
+  // quantized specs); empty otherwise.
+  std::vector<std::array<Nf4Weight, kNumLoraTargets>> nf4_;
   Tensor positions_;  // (T) int32, on the backend for the micro-batch in flight
   // (B, 1, S, S) dense attention's additive mask, built once per micro-batch
   // after the embedding (as HF's model forward builds it) and released after
@@ -197,10 +169,5 @@ class Transformer {
   Tensor dense_mask_;
   Tensor d_out_;  // gradient handed from the loss phase to the backward phase
 };
-
-// The layouts of a model's groups (embed, blocks, head), with HF names; with
-// LoRA those are frozen and the adapter groups follow.
-std::vector<GroupLayout> transformer_layouts(const ModelConfig& config,
-                                             const LoraOptions& lora = {});
 
 }  // namespace headroom

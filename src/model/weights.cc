@@ -28,6 +28,13 @@ void save_groups(Backend& backend, Transformer& model, size_t first, size_t last
   HR_CHECK(backend.kind() != BackendKind::kMeta, "saving a meta model: " + path);
   std::optional<SafetensorsWriter> writer;
   const auto& layouts = model.layouts();
+  for (size_t g = first; g < last; ++g)
+    for (const ParamSpec& spec : layouts[g].specs)
+      if (spec.quantized)
+        throw UsageError(path + ": " + spec.name +
+                         " is stored in NF4 (model.quantization = \"nf4\"); headroom saves "
+                         "dense weights only: save the adapters, or merge them into the dense "
+                         "base (export --merge loads it unquantized)");
   if (role == SaveRole::kWrite) {
     writer.emplace(
         path, std::map<std::string, std::string>{{"format", "pt"}, {"created_by", "headroom"}});
@@ -251,6 +258,21 @@ void load_groups(Backend& backend, Transformer& model, const SafetensorsIndex& i
     model.begin_params_write(g);
     for (size_t i = 0; i < layouts[g].specs.size(); ++i) {
       const SafetensorsEntry* entry = entries[k++];
+      const ParamSpec& spec = layouts[g].specs[i];
+      if (spec.quantized) {
+        // As bitsandbytes' Params4bit: the dense weight goes to the device
+        // in the model's dtype, is quantized there, and the staging is freed.
+        Tensor staging = backend.empty(spec.shape, model.options().dtype, Category::kWorkspace,
+                                       layouts[g].name + ".staging");
+        if (!meta) {
+          raw.resize(entry->nbytes);
+          index.read_raw(*entry, raw.data());
+          convert(raw, entry->dtype, staging.dtype(), staging.numel(), converted);
+          backend.copy_from_host(converted.data(), staging);
+        }
+        model.quantize_param(g, i, staging);
+        continue;
+      }
       if (meta) continue;
       Tensor& view = model.params()[g].views[i];
       raw.resize(entry->nbytes);

@@ -71,6 +71,8 @@ TransformerOptions transformer_options_of(const ExperimentConfig& config) {
   o.loss.save_softmax = config.loss.mode == LossSection::Mode::kSave;
   o.loss.logits_dtype = dtype_of(config.loss.logits_dtype);
   o.lora = lora_options_of(config);
+  o.nf4 = config.model.quantization == ModelSection::Quantization::kNf4;
+  o.nf4_double_quant = config.model.double_quant;
   o.step_seed = static_cast<uint64_t>(config.run.seed);
   return o;
 }
@@ -321,6 +323,8 @@ std::string to_text(const RunSettings& s) {
   line("transformer.lora.targets", targets);
   line("transformer.lora.seed", t.lora.seed);
   line("transformer.lora.gaussian_init", t.lora.gaussian_init);
+  line("transformer.nf4", t.nf4);
+  line("transformer.nf4_double_quant", t.nf4_double_quant);
   line("transformer.step_seed", t.step_seed);
 
   line("data_path", s.data_path);

@@ -31,6 +31,10 @@ MergedModel merge_adapters(const ExperimentConfig& config, const std::string& ad
   Allocator allocator(make_host_source(), AllocatorOptions{AllocatorPolicy::kExact, 0});
   std::unique_ptr<Backend> backend =
       make_backend(BackendKind::kCpu, TargetDevice::kHostCpu, allocator);
+  // The dense base, also for adapters trained on an NF4 one (QLoRA): merging
+  // into 4-bit codes would round every merged weight again, so the merged
+  // model is the base at full precision plus the adapters, as PEFT's
+  // merge_and_unload on a reloaded bf16 base gives.
   TransformerOptions model_options;
   model_options.dtype = config.model.dtype == Precision::kBf16 ? DType::kBF16 : DType::kF32;
   model_options.lora = lora;

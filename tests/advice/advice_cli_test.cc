@@ -134,6 +134,18 @@ TEST_F(SeedAdvice, Seed000AsItRanIsToldToUseFlashAttention) {
   expect_cheapest_fits("seed000_dense_mask.toml", args, r);
 }
 
+// Seed 004 on a 12 GiB card: the bf16 base alone (15.3 GiB) does not fit,
+// so no knob of the activations or the optimizer helps; the 4-bit base
+// (QLoRA, where seeds 003 and 004 both end) is the one that fits.
+TEST_F(SeedAdvice, Seed004OnTwelveGiBIsToldToQuantizeTheBase) {
+  const std::string args = "--set memory.device_capacity=12GiB";
+  const Result r = plan_oom("seed004_lora_24gb.toml", args);
+  const std::vector<std::string> rows = fitting_rows(r.err);
+  ASSERT_EQ(rows.size(), 1u) << r.err;
+  EXPECT_NE(rows.front().find("model.quantization=nf4"), std::string::npos) << r.err;
+  expect_cheapest_fits("seed004_lora_24gb.toml", args, r);
+}
+
 TEST_F(SeedAdvice, NoAdviceSkipsTheReplanningButKeepsTheWhy) {
   const Result r = run_headroom("plan '" HEADROOM_SOURCE_DIR
                                 "/experiments/postmortems/seed004_lora_24gb.toml' "

@@ -775,6 +775,8 @@ struct AdamwCase {
   }
 };
 
+}  // namespace
+
 // bitsandbytes' dynamic map from its definition (create_dynamic_map with
 // max_exponent_bits 7, total_bits 8), in float64 and with an exact
 // linspace: independent of backend/common/dynamic_map.cc's fp32 one.
@@ -804,6 +806,8 @@ double reference_quantize(const std::vector<double>& map, bool is_signed, double
   if (is_signed && x < 0 && map[best] >= 0) --best;
   return static_cast<double>(best);
 }
+
+namespace {
 
 struct Adamw8bitCase {
   static constexpr Op kOp = Op::kAdamw8bitUpdate;

@@ -68,7 +68,8 @@ class TargetDevicePlans : public testing::ScratchFolder {
 TEST_F(TargetDevicePlans, ACudaPlanIsTheSameOnEveryHost) {
   for (const char* experiment :
        {"seed000_zero3_lora.toml", "seed000_dense_mask.toml", "seed001_chunked_loss.toml",
-        "seed003_offload_7b.toml", "seed003_master_dtype_7b.toml", "seed004_lora_24gb.toml"}) {
+        "seed003_offload_7b.toml", "seed003_master_dtype_7b.toml", "seed003_qlora_7b.toml",
+        "seed004_lora_24gb.toml"}) {
     SCOPED_TRACE(experiment);
     const std::vector<PlannedEvent> native = plan(experiment, "cuda", "");
     const std::vector<PlannedEvent> avx2 = plan(experiment, "cuda", "AVX2");

@@ -605,6 +605,26 @@ TEST(ConfigRules, MasterCopyNotLessPreciseThanWeights) {
             "\"adamw8bit\" (did you mean \"adamw_8bit\"?)");
 }
 
+TEST(ConfigRules, Nf4IsQloraOnStagesThatKeepTheBaseWhole) {
+  EXPECT_EQ(error_of("[model]\nquantization = \"nf4\"\n"),
+            "x.toml:2:16: model.quantization: \"nf4\" freezes the base in 4 bits and trains "
+            "adapters only, but lora.enabled = false; set lora.enabled = true (QLoRA) or "
+            "model.quantization = \"none\"");
+  const std::string qlora = "[lora]\nenabled = true\n[model]\nquantization = \"nf4\"\n";
+  EXPECT_EQ(load(qlora).model.quantization, ModelSection::Quantization::kNf4);
+  EXPECT_EQ(error_of(qlora + "[zero]\nstage = 3\n"),
+            "x.toml:6:9: model.quantization: \"nf4\" keeps the quantized base whole on every "
+            "rank, but zero.stage = 3 shards parameters; use zero.stage <= 2 (the adapters' "
+            "states are sharded from stage 1)");
+  EXPECT_EQ(error_of("[model]\ndouble_quant = true\n"),
+            "x.toml:2:16: model.double_quant: true quantizes NF4's absmax, but "
+            "model.quantization = \"none\"; set model.quantization = \"nf4\" or "
+            "model.double_quant = false");
+  EXPECT_TRUE(load(qlora + "double_quant = true\n").model.double_quant);
+  EXPECT_EQ(error_of("[model]\nquantization = \"int4\"\n"),
+            "x.toml:2:16: model.quantization: expected \"none\" or \"nf4\", got \"int4\"");
+}
+
 TEST(ConfigRules, PresetOrHfConfig) {
   // hf_config alone means that architecture: the "tiny" default steps aside.
   const ExperimentConfig c = load("[model]\nhf_config = \"models/qwen3/config.json\"\n");

@@ -229,14 +229,28 @@ ExperimentConfig dflash() {
   return c;
 }
 
+// model.quantization = "nf4" keeps the base whole on every rank, so it
+// excludes zero.stage = 3 (rules.cc): the NF4 keys change in a config of
+// their own.
+ExperimentConfig quantized() {
+  ExperimentConfig c = everything_changed();
+  c.zero.stage = 2;
+  c.model.quantization = ModelSection::Quantization::kNf4;
+  c.model.double_quant = true;
+  return c;
+}
+
 TEST(ConfigSchema, EveryGetterReadsBackThroughItsSetter) {
   const ExperimentConfig changed = everything_changed();
   const ExperimentConfig with_buckets = bucketed();
   const ExperimentConfig with_dflash = dflash();
+  const ExperimentConfig with_nf4 = quantized();
   for (const ConfigKey& key : config_schema()) {
     const bool own = key.name == "batch.buckets" || key.name == "checkpoint.resume";
+    const bool nf4 = key.name == "model.quantization" || key.name == "model.double_quant";
     const std::string text = key.get(key.name == "attention.mask_block" ? with_dflash
                                      : own                              ? with_buckets
+                                     : nf4                              ? with_nf4
                                                                         : changed);
     EXPECT_NE(text, key.default_text) << key.name << ": the round-trip config leaves it default";
     const toml::table parsed = toml::parse("v = " + text);

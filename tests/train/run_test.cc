@@ -168,6 +168,9 @@ TEST_F(RunTest, EveryOptimizerSettingPlansAsItRunsAndResumesBitForBit) {
       {"model.dtype=\"bf16\"", "optimizer.master_dtype=\"none\""},
       {"model.dtype=\"bf16\"", "optimizer.master_dtype=\"bf16\"", "optimizer.kind=\"adamw_8bit\""},
       {"optimizer.kind=\"adamw_8bit\"", "zero.stage=1", "zero.offload_optimizer=true"},
+      // QLoRA: the NF4 base is quantized again from the same init on resume.
+      {"model.quantization=\"nf4\"", "model.double_quant=true", "model.dtype=\"bf16\"",
+       "lora.enabled=true", "lora.targets=[\"q_proj\", \"o_proj\", \"down_proj\"]"},
   };
   for (std::vector<std::string> set : settings) {
     set.push_back("model.hf_config=\"" + dir_.file("wide.json") + "\"");

@@ -85,6 +85,8 @@ class CpuKernels final : public Kernels {
                     const AdamWParams& params) override;
   void adamw8bit_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
                         Tensor& m_absmax, Tensor& v_absmax, const AdamWParams& params) override;
+  void nf4_quantize(const Tensor& w, Tensor& scratch, Nf4Weight& q) override;
+  void nf4_dequantize(const Nf4Weight& q, Tensor& scratch, Tensor& out) override;
 
  private:
   GemmPlans* gemm_plans_;

@@ -1,0 +1,37 @@
+#include "model/projection.h"
+
+namespace headroom {
+
+namespace {
+
+// Multiplies with W: C = alpha * op(A) @ op(W) + beta * C, W dense or
+// dequantized for this one call.
+void gemm_with_weight(Backend& b, const Projection& p, const Tensor& a, bool transpose_w, Tensor& c,
+                      float beta) {
+  if (p.weight != nullptr) {
+    b.gemm(a, false, *p.weight, transpose_w, c, 1.0f, beta);
+    return;
+  }
+  const Tensor w = b.nf4_dequantize(*p.nf4, a.dtype(), Category::kWorkspace, p.tag + ".dequant");
+  b.gemm(a, false, w, transpose_w, c, 1.0f, beta);
+}
+
+}  // namespace
+
+void project_forward(Backend& b, const Projection& p, const Tensor& x, Tensor& y,
+                     AdapterSaved& saved) {
+  gemm_with_weight(b, p, x, true, y, 0.0f);  // (T, out) = (T, in) @ (out, in)^T
+  if (p.bias != nullptr) b.bias_forward(y, *p.bias);
+  if (p.adapter.defined()) adapter_forward(b, p.adapter, x, y, saved);
+}
+
+void project_backward(Backend& b, Projection& p, const Tensor& dy, const Tensor& x, Tensor& dx,
+                      float beta, AdapterSaved& saved) {
+  gemm_with_weight(b, p, dy, false, dx, beta);  // (T, in) (+)= (T, out) @ (out, in)
+  if (p.adapter.defined()) adapter_backward(b, p.adapter, dy, dx, saved);
+  if (p.d_weight.defined())
+    b.gemm(dy, true, x, false, p.d_weight, 1.0f, 1.0f);  // (out, in) += dy^T @ x
+  if (p.d_bias.defined()) b.bias_backward(dy, p.d_bias);
+}
+
+}  // namespace headroom
