@@ -63,6 +63,9 @@ std::map<std::string, KeyCase> key_cases(const std::string& hf_a, const std::str
       {"model.weights", {"\"base.safetensors\""}},
       {"model.dtype", {"\"bf16\""}},
       {"model.seed", {"99"}},
+      {"model.quantization", {"\"nf4\"", {"lora.enabled=true"}}},
+      {"model.double_quant",
+       {"true", {"lora.enabled=true", "model.quantization=\"nf4\""}}},
 
       {"lora.enabled", {"true"}},
       {"lora.rank", {"4"}},
