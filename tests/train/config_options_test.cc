@@ -64,8 +64,7 @@ std::map<std::string, KeyCase> key_cases(const std::string& hf_a, const std::str
       {"model.dtype", {"\"bf16\""}},
       {"model.seed", {"99"}},
       {"model.quantization", {"\"nf4\"", {"lora.enabled=true"}}},
-      {"model.double_quant",
-       {"true", {"lora.enabled=true", "model.quantization=\"nf4\""}}},
+      {"model.double_quant", {"true", {"lora.enabled=true", "model.quantization=\"nf4\""}}},
 
       {"lora.enabled", {"true"}},
       {"lora.rank", {"4"}},
