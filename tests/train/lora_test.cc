@@ -150,45 +150,17 @@ TEST(Lora, OnlyAdapterBytesAreGradientsAndOptimizerStates) {
   }
 }
 
-struct Recorder : MemoryObserver {
-  std::vector<MemoryEvent> events;
-  void on_memory_event(const MemoryEvent& e) override { events.push_back(e); }
-};
-
 TEST(Lora, MetaMakesExactlyTheCpuAllocationsWithAdaptersUnderTheirOwnTags) {
   for (int interval : {0, 1}) {
-    std::vector<MemoryEvent> seen[2];
-    std::vector<std::string> tags[2];
-    for (int m = 0; m < 2; ++m) {
-      Allocator allocator(m ? make_virtual_source() : make_host_source(), AllocatorOptions{});
-      Recorder rec;
-      allocator.add_observer(&rec);
-      {
-        std::unique_ptr<Backend> backend =
-            m ? make_meta_backend(allocator) : make_cpu_backend(allocator);
-        TransformerOptions o = lora_options(kAllTargets, 0.2f);
-        o.dtype = DType::kBF16;
-        o.checkpoint_interval = interval;
-        Transformer model(*backend, tiny(true), o);
-        model.init_random(1);
-        Tensor loss_sum = backend->empty({1}, DType::kF32, Category::kWorkspace, "loss");
-        backend->fill(loss_sum, 0.0f);
-        model.forward_backward(make_batch(23, 4), 0.1f, loss_sum);
-      }
-      allocator.remove_observer(&rec);
-      seen[m] = rec.events;
-      tags[m] = allocator.tags();
-    }
-    ASSERT_EQ(seen[0].size(), seen[1].size());
-    for (size_t i = 0; i < seen[0].size(); ++i) {
-      ASSERT_EQ(seen[0][i].action, seen[1][i].action) << i;
-      ASSERT_EQ(seen[0][i].bytes, seen[1][i].bytes) << i;
-      ASSERT_EQ(tags[0][seen[0][i].tag_id], tags[1][seen[1][i].tag_id]) << i;
-    }
+    TransformerOptions o = lora_options(kAllTargets, 0.2f);
+    o.dtype = DType::kBF16;
+    o.checkpoint_interval = interval;
+    const testing::StepEvents cpu =
+        testing::expect_meta_makes_the_cpu_allocations(tiny(true), o, make_batch(23, 4));
     int xa = 0, dropped = 0;
-    for (const MemoryEvent& e : seen[0]) {
+    for (const MemoryEvent& e : cpu.events) {
       if (e.action != MemoryAction::kAlloc) continue;
-      const std::string& tag = tags[0][e.tag_id];
+      const std::string& tag = cpu.tag_of(e);
       xa += tag == "block.1.attn.q.lora.xa";
       dropped += tag == "block.1.mlp.down.lora.x_dropped";
       EXPECT_FALSE(e.category == Category::kGrad && tag.rfind("lora.", 0) != 0)

@@ -104,48 +104,20 @@ INSTANTIATE_TEST_SUITE_P(Variants, QloraGradients,
                                            std::make_tuple(true, 0.3f, 0),
                                            std::make_tuple(true, 0.0f, 1)));
 
-struct Recorder : MemoryObserver {
-  std::vector<MemoryEvent> events;
-  void on_memory_event(const MemoryEvent& e) override { events.push_back(e); }
-};
-
 // meta = cpu event by event; the NF4 storage is param under its own tags,
 // and every use of a projection dequantizes into a workspace buffer that is
 // freed before the next allocation of its phase's projection.
 TEST(Qlora, MetaMakesExactlyTheCpuAllocationsAndEveryUseDequantizes) {
   for (int interval : {0, 1}) {
-    std::vector<MemoryEvent> seen[2];
-    std::vector<std::string> tags[2];
-    for (int m = 0; m < 2; ++m) {
-      Allocator allocator(m ? make_virtual_source() : make_host_source(), AllocatorOptions{});
-      Recorder rec;
-      allocator.add_observer(&rec);
-      {
-        std::unique_ptr<Backend> backend =
-            m ? make_meta_backend(allocator) : make_cpu_backend(allocator);
-        TransformerOptions o = qlora_options(true, 0.1f);
-        o.dtype = DType::kBF16;
-        o.checkpoint_interval = interval;
-        Transformer model(*backend, testing::tiny_decoder(true, false, true), o);
-        model.init_random(1);
-        Tensor loss_sum = backend->empty({1}, DType::kF32, Category::kWorkspace, "loss");
-        backend->fill(loss_sum, 0.0f);
-        model.forward_backward(make_batch(23, 4), 0.1f, loss_sum);
-      }
-      allocator.remove_observer(&rec);
-      seen[m] = rec.events;
-      tags[m] = allocator.tags();
-    }
-    ASSERT_EQ(seen[0].size(), seen[1].size());
-    for (size_t i = 0; i < seen[0].size(); ++i) {
-      ASSERT_EQ(seen[0][i].action, seen[1][i].action) << i;
-      ASSERT_EQ(seen[0][i].bytes, seen[1][i].bytes) << i;
-      ASSERT_EQ(tags[0][seen[0][i].tag_id], tags[1][seen[1][i].tag_id]) << i;
-    }
+    TransformerOptions o = qlora_options(true, 0.1f);
+    o.dtype = DType::kBF16;
+    o.checkpoint_interval = interval;
+    const testing::StepEvents cpu = testing::expect_meta_makes_the_cpu_allocations(
+        testing::tiny_decoder(true, false, true), o, make_batch(23, 4));
     int dequant_q = 0, storage = 0;
-    for (const MemoryEvent& e : seen[0]) {
+    for (const MemoryEvent& e : cpu.events) {
       if (e.action != MemoryAction::kAlloc) continue;
-      const std::string& tag = tags[0][e.tag_id];
+      const std::string& tag = cpu.tag_of(e);
       dequant_q += tag == "block.1.attn.q.dequant";
       if (e.category == Category::kParam && tag.find(".nf4") != std::string::npos) ++storage;
       if (e.category == Category::kWorkspace && tag.find(".nf4") != std::string::npos) {

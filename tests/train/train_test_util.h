@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "model/transformer.h"
@@ -98,6 +99,59 @@ inline void expect_gradients_match_finite_differences(Transformer& model, Backen
           << model.layouts()[g].name << " element " << i;
     }
   }
+}
+
+// What one forward_backward of `batch` allocates, from init on, on a fresh
+// allocator of `policy`: every event and the tag names.
+struct StepEvents {
+  std::vector<MemoryEvent> events;
+  std::vector<std::string> tags;
+  const std::string& tag_of(const MemoryEvent& e) const { return tags[e.tag_id]; }
+};
+
+inline StepEvents record_step(BackendKind kind, const ModelConfig& config,
+                              const TransformerOptions& options, const Batch& batch,
+                              AllocatorPolicy policy = AllocatorPolicy::kCaching) {
+  struct Recorder : MemoryObserver {
+    std::vector<MemoryEvent> events;
+    void on_memory_event(const MemoryEvent& e) override { events.push_back(e); }
+  };
+  const bool meta = kind == BackendKind::kMeta;
+  Allocator allocator(meta ? make_virtual_source() : make_host_source(),
+                      AllocatorOptions{policy, 0});
+  Recorder rec;
+  allocator.add_observer(&rec);
+  {
+    std::unique_ptr<Backend> backend =
+        meta ? make_meta_backend(allocator) : make_cpu_backend(allocator);
+    Transformer model(*backend, config, options);
+    model.init_random(1);
+    Tensor loss_sum = backend->empty({1}, DType::kF32, Category::kWorkspace, "loss");
+    backend->fill(loss_sum, 0.0f);
+    model.forward_backward(batch, 0.1f, loss_sum);
+  }
+  allocator.remove_observer(&rec);
+  return {rec.events, allocator.tags()};
+}
+
+// Promise 1 at the model level: meta makes exactly cpu's allocations (action,
+// bytes, tag, phase, layer, in order). Returns cpu's events.
+inline StepEvents expect_meta_makes_the_cpu_allocations(const ModelConfig& config,
+                                                        const TransformerOptions& options,
+                                                        const Batch& batch) {
+  StepEvents cpu = record_step(BackendKind::kCpu, config, options, batch);
+  const StepEvents meta = record_step(BackendKind::kMeta, config, options, batch);
+  EXPECT_EQ(cpu.events.size(), meta.events.size());
+  for (size_t i = 0; i < std::min(cpu.events.size(), meta.events.size()); ++i) {
+    const MemoryEvent &a = cpu.events[i], &b = meta.events[i];
+    if (a.action != b.action || a.bytes != b.bytes || cpu.tag_of(a) != meta.tag_of(b) ||
+        a.phase != b.phase || a.layer != b.layer) {
+      ADD_FAILURE() << "event " << i << ": cpu " << cpu.tag_of(a) << " " << a.bytes << " B, meta "
+                    << meta.tag_of(b) << " " << b.bytes << " B";
+      break;
+    }
+  }
+  return cpu;
 }
 
 }  // namespace headroom::testing

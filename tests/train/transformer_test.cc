@@ -150,11 +150,6 @@ TEST(Transformer, DenseAdditiveAttentionChangesNoGradient) {
   }
 }
 
-struct Recorder : MemoryObserver {
-  std::vector<MemoryEvent> events;
-  void on_memory_event(const MemoryEvent& e) override { events.push_back(e); }
-};
-
 // Promise 1 at the model level: meta makes exactly cpu's allocations.
 TEST(Transformer, MetaMakesExactlyTheCpuAllocations) {
   for (int interval : {0, 1}) {
@@ -166,34 +161,10 @@ TEST(Transformer, MetaMakesExactlyTheCpuAllocations) {
         o.attention_block_size = 4;
         o.checkpoint_interval = interval;
         o.loss.chunk_size = 7;
-        std::vector<MemoryEvent> seen[2];
-        std::vector<std::string> tags[2];
-        for (int m = 0; m < 2; ++m) {
-          Allocator allocator(m ? make_virtual_source() : make_host_source(), AllocatorOptions{});
-          Recorder rec;
-          allocator.add_observer(&rec);
-          {
-            std::unique_ptr<Backend> backend =
-                m ? make_meta_backend(allocator) : make_cpu_backend(allocator);
-            Transformer model(*backend, tiny(true, true, true), o);
-            model.init_random(1);
-            Tensor loss_sum = backend->empty({1}, DType::kF32, Category::kWorkspace, "loss");
-            backend->fill(loss_sum, 0.0f);
-            const Batch batch = make_batch(23, 4);
-            model.forward_backward(batch, 0.1f, loss_sum);
-          }
-          allocator.remove_observer(&rec);
-          seen[m] = rec.events;
-          tags[m] = allocator.tags();
-        }
-        ASSERT_EQ(seen[0].size(), seen[1].size());
-        for (size_t i = 0; i < seen[0].size(); ++i) {
-          ASSERT_EQ(seen[0][i].action, seen[1][i].action) << i;
-          ASSERT_EQ(seen[0][i].bytes, seen[1][i].bytes) << i;
-          ASSERT_EQ(tags[0][seen[0][i].tag_id], tags[1][seen[1][i].tag_id]) << i;
-          ASSERT_EQ(seen[0][i].phase, seen[1][i].phase) << i;
-          ASSERT_EQ(seen[0][i].layer, seen[1][i].layer) << i;
-        }
+        SCOPED_TRACE("interval " + std::to_string(interval) + " " + std::string(name_of(dtype)) +
+                     (dense ? " dense" : ""));
+        testing::expect_meta_makes_the_cpu_allocations(tiny(true, true, true), o,
+                                                       make_batch(23, 4));
       }
     }
   }
@@ -207,22 +178,15 @@ TEST(Transformer, DenseAdditivePeaksInsideTheSafeSoftmax) {
   TransformerOptions o;
   o.dtype = DType::kBF16;
   o.attention_dense = true;
-  Allocator allocator(make_virtual_source(), AllocatorOptions{AllocatorPolicy::kExact, 0});
-  Recorder rec;
-  allocator.add_observer(&rec);
   const Batch batch = make_batch(23, 4);  // T = 24, one row: B = 1, S = 24
-  {
-    std::unique_ptr<Backend> backend = make_meta_backend(allocator);
-    Transformer model(*backend, tiny(true, false, false), o);  // H 4, KV 2, D 6
-    Tensor loss_sum = backend->empty({1}, DType::kF32, Category::kWorkspace, "loss");
-    model.forward_backward(batch, 0.1f, loss_sum);
-  }
-  allocator.remove_observer(&rec);
-  const std::vector<std::string> tags = allocator.tags();
+  const testing::StepEvents plan = testing::record_step(
+      BackendKind::kMeta, tiny(true, false, false), o, batch,  // H 4, KV 2, D 6
+      AllocatorPolicy::kExact);
+  const std::vector<std::string>& tags = plan.tags;
   const uint64_t S = 24, H = 4, D = 6, heads_f32 = H * S * D * 4, scores = H * S * S * 4;
   std::map<std::string, uint64_t> bytes;
   int64_t live = 0, peak = 0;
-  for (const MemoryEvent& e : rec.events) {
+  for (const MemoryEvent& e : plan.events) {
     if (e.category != Category::kAttention) continue;
     if (e.action == MemoryAction::kAlloc) {
       bytes[tags[e.tag_id]] = e.bytes;
