@@ -145,6 +145,26 @@ TEST_F(Mpi, LoraRanksTogetherLoseWhatOneRankLoses) {
   }
 }
 
+// QLoRA under ZeRO-2: every rank quantizes the same base and keeps it whole;
+// the adapters' gradients are reduce-scattered as under LoRA.
+TEST_F(Mpi, QloraRanksTogetherLoseWhatOneRankLoses) {
+  const std::string qlora =
+      " --set run.steps=3 --set lora.enabled=true --set lora.rank=4"
+      " --set lora.targets=[\\\"q_proj\\\",\\\"down_proj\\\"] --set optimizer.lr=1e-3"
+      " --set model.quantization=nf4 --set model.double_quant=true";
+  ASSERT_EQ(train(0, qlora + " --set batch.grad_accum=4 --set run.name=qone").code, 0);
+  const std::vector<StepRecord> one = steps("qone", 0);
+  ASSERT_EQ(one.size(), 3u);
+  Result r = train(2, qlora + " --set batch.grad_accum=2 --set zero.stage=2 --set run.name=qtwo");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::vector<StepRecord> two = steps("qtwo", 0);
+  ASSERT_EQ(two.size(), one.size());
+  for (size_t s = 0; s < two.size(); ++s) {
+    EXPECT_NEAR(two[s].loss, one[s].loss, 1e-5 * std::abs(one[s].loss)) << "step " << s;
+    EXPECT_NEAR(two[s].grad_norm, one[s].grad_norm, 1e-5 * one[s].grad_norm) << "step " << s;
+  }
+}
+
 // Model-state bytes one rank holds at the end of init (live: allocated and
 // not freed; stage 3 gathers each group whole for a moment to initialize
 // it), by category.
