@@ -46,7 +46,7 @@ DenseAttentionDims check_dense_attention_mask(BackendKind /*backend*/,
   constexpr std::string_view op = "dense_attention_mask";
   check_attention_params(op, params);
   if (!is_floating(dtype))
-    fail_op(op, "the mask's dtype must be fp32 or bf16, got " + std::string(name_of(dtype)));
+    fail_op(op, "the mask's dtype must be fp32, bf16 or fp16, got " + std::string(name_of(dtype)));
   if (cu_seqlens.empty()) fail_op(op, "cu_seqlens is empty");
   const int64_t tokens = cu_seqlens.back();
   check_cu_seqlens(op, cu_seqlens, tokens);

@@ -271,13 +271,16 @@ Operands check_weights(std::string_view op, BackendKind backend, const Tensor& p
   check_same_shape(op, grad, "grad", param, "param");
   check_same_dtype(op, grad, "grad", param, "param");
   Operands operands = {{&param, "param"}, {&grad, "grad"}};
-  if (param.dtype() == DType::kBF16) {
-    // fp32 or bf16, or none: the update is then rounded into param itself
-    // (optimizer.master_dtype = "none").
+  if (is_half(param.dtype())) {
+    // fp32 or bf16 (a bf16 param's), or none: the update is then rounded
+    // into param itself (optimizer.master_dtype = "none").
     if (master.defined()) {
       check_operand(op, backend, master, "master");
       check_same_shape(op, master, "master", param, "param");
       check_floating(op, master, "master");
+      if (master.dtype() != DType::kF32 && master.dtype() != param.dtype())
+        fail_op(op, "master " + describe_operand(master) + " must be fp32 or param's dtype, " +
+                        std::string(name_of(param.dtype())));
       operands.emplace_back(&master, "master");
     }
   } else if (master.defined()) {

@@ -58,7 +58,8 @@ void check_operand(std::string_view op, BackendKind backend, const Tensor& x,
 }
 
 void check_floating(std::string_view op, const Tensor& x, std::string_view role) {
-  if (!is_floating(x.dtype())) fail_op(op, describe_operand(role, x) + " must be fp32 or bf16");
+  if (!is_floating(x.dtype()))
+    fail_op(op, describe_operand(role, x) + " must be fp32, bf16 or fp16");
 }
 
 void check_dtype(std::string_view op, const Tensor& x, std::string_view role, DType dtype) {
@@ -106,6 +107,7 @@ void check_fill(BackendKind backend, const Tensor& x, float value) {
   switch (x.dtype()) {
     case DType::kF32:
     case DType::kBF16:
+    case DType::kF16:
       break;
     case DType::kI32:
       ok = fits<int32_t>(value);

@@ -290,6 +290,8 @@ SafetensorsDType to_safetensors(DType dtype) {
       return SafetensorsDType::kF32;
     case DType::kBF16:
       return SafetensorsDType::kBF16;
+    case DType::kF16:
+      return SafetensorsDType::kF16;
     case DType::kI32:
       return SafetensorsDType::kI32;
     case DType::kI64:
@@ -307,7 +309,7 @@ std::optional<DType> to_dtype(SafetensorsDType dtype) {
     case SafetensorsDType::kBF16:
       return DType::kBF16;
     case SafetensorsDType::kF16:
-      return std::nullopt;
+      return DType::kF16;
     case SafetensorsDType::kI32:
       return DType::kI32;
     case SafetensorsDType::kI64:

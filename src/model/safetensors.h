@@ -36,7 +36,7 @@ std::string_view safetensors_name(SafetensorsDType dtype);  // "F32", "BF16", "F
 size_t safetensors_size(SafetensorsDType dtype);            // bytes per element
 std::optional<SafetensorsDType> parse_safetensors_dtype(std::string_view name);
 SafetensorsDType to_safetensors(DType dtype);
-std::optional<DType> to_dtype(SafetensorsDType dtype);  // nullopt for F16
+std::optional<DType> to_dtype(SafetensorsDType dtype);
 
 // One tensor of a (possibly sharded) checkpoint, as its header declares it.
 struct SafetensorsEntry {

@@ -5,8 +5,9 @@
 namespace headroom {
 
 namespace {
-constexpr std::array<std::string_view, 5> kNames = {"fp32", "bf16", "int32", "int64", "uint8"};
-constexpr std::array<size_t, 5> kSizes = {4, 2, 4, 8, 1};
+constexpr std::array<std::string_view, 6> kNames = {"fp32",  "bf16",  "int32",
+                                                    "int64", "uint8", "fp16"};
+constexpr std::array<size_t, 6> kSizes = {4, 2, 4, 8, 1, 2};
 }  // namespace
 
 size_t size_of(DType dtype) {

@@ -71,6 +71,10 @@ constexpr DType dtype_for<bf16>() {
   return DType::kBF16;
 }
 template <>
+constexpr DType dtype_for<f16>() {
+  return DType::kF16;
+}
+template <>
 constexpr DType dtype_for<int32_t>() {
   return DType::kI32;
 }
@@ -93,6 +97,7 @@ T* Tensor::data() const {
 }
 template float* Tensor::data<float>() const;
 template bf16* Tensor::data<bf16>() const;
+template f16* Tensor::data<f16>() const;
 template int32_t* Tensor::data<int32_t>() const;
 template int64_t* Tensor::data<int64_t>() const;
 template uint8_t* Tensor::data<uint8_t>() const;

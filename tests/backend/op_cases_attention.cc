@@ -17,6 +17,7 @@ namespace {
 
 constexpr DType kF32 = DType::kF32;
 constexpr DType kBF16 = DType::kBF16;
+constexpr DType kF16 = DType::kF16;
 using Values = std::map<std::string, std::vector<double>>;
 
 struct AttentionShape {
@@ -76,6 +77,7 @@ std::vector<AttentionShape> attention_shapes() {
       {kF32, {1}, 1, 1, 8},           // one token
       {kF32, {50, 1, 79}, 4, 2, 16},  // T = 130: 3 tiles, the last partial
       {kBF16, {50, 1, 79}, 4, 2, 16},
+      {kF16, {50, 1, 79}, 4, 2, 16},
       {kF32, {20, 0, 45}, 2, 2, 8, 16},            // an empty document
       {kF32, {30, 7}, 6, 1, 12, 32, 5},            // MQA, sliding window
       {kBF16, {70}, 4, 1, 64},                     // head_dim 64, T not a multiple of 64
@@ -316,8 +318,9 @@ std::vector<DenseShape> dense_shapes(bool with_fd) {
 std::vector<double> dense_mask_values(const DenseShape& d) {
   const AttentionShape& s = d.shape;
   const int64_t t_count = s.tokens(), S = d.seq();
-  const double lowest = s.dtype == kBF16
-                            ? -3.3895313892515355e38
+  const double lowest = s.dtype == kBF16 ? -3.3895313892515355e38
+                        : s.dtype == kF16
+                            ? -65504.0
                             : static_cast<double>(std::numeric_limits<float>::lowest());
   // probabilities() is 0 exactly where a key is hidden; q = k = 0 makes every
   // visible probability positive.
@@ -453,8 +456,8 @@ struct DenseAttentionBackwardCase {
       be.copy(grads.dv, run.t("dv"));
     };
     r.reference = [s](const OpRun& run) { return backward_reference(s, run); };
-    // bf16 with GQA: each head's gradient is rounded, then the group's sum.
-    if (s.dtype == kBF16 && s.heads > s.kv_heads)
+    // bf16 or fp16 with GQA: each head's gradient is rounded, then the group's sum.
+    if (is_half(s.dtype) && s.heads > s.kv_heads)
       r.roundings = 1 + static_cast<int>(s.heads / s.kv_heads);
     if (s.fd) {
       std::vector<double> d_out = r.v("d_out");

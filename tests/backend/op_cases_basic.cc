@@ -8,6 +8,7 @@ namespace {
 
 constexpr DType kF32 = DType::kF32;
 constexpr DType kBF16 = DType::kBF16;
+constexpr DType kF16 = DType::kF16;
 
 // The counter-based stream of the contract (docs/backend.md, Determinism):
 // splitmix64's mixer applied to mix(seed) + (i + 1) * golden ratio, whose
@@ -49,7 +50,7 @@ struct FillCase {
   };
   static std::vector<Params> params() {
     std::vector<Params> list;
-    for (DType dtype : {kF32, kBF16, DType::kI32, DType::kI64, DType::kU8})
+    for (DType dtype : {kF32, kBF16, kF16, DType::kI32, DType::kI64, DType::kU8})
       for (const Shape& shape : {Shape{1}, Shape{17, 65}, Shape{0, 5}})
         list.push_back({dtype, shape, dtype == DType::kU8 ? 200.7f : -3.7f});
     return list;
@@ -79,9 +80,10 @@ struct FillUniformCase {
     float lo, hi;
   };
   static std::vector<Params> params() {
-    return {{kF32, {1}, 0.0f, 1.0f},    {kF32, {130, 65}, -0.02f, 0.02f},
-            {kBF16, {3}, -1.0f, 1.0f},  {kBF16, {65, 33}, -0.5f, 2.0f},
-            {kF32, {0, 9}, 0.0f, 1.0f}, {kF32, {7}, 1.5f, 1.5f}};
+    return {{kF32, {1}, 0.0f, 1.0f},       {kF32, {130, 65}, -0.02f, 0.02f},
+            {kBF16, {3}, -1.0f, 1.0f},     {kBF16, {65, 33}, -0.5f, 2.0f},
+            {kF16, {65, 33}, -0.5f, 2.0f}, {kF32, {0, 9}, 0.0f, 1.0f},
+            {kF32, {7}, 1.5f, 1.5f}};
   }
   static std::string name(const Params& p) {
     return dtype_name(p.dtype) + "_" + shape_name(p.shape) + "_lo" + number_name(p.lo) + "_hi" +
@@ -114,11 +116,12 @@ struct CopyCase {
   };
   static std::vector<Params> params() {
     std::vector<Params> list;
-    for (DType dtype : {kF32, kBF16, DType::kI32, DType::kI64, DType::kU8})
+    for (DType dtype : {kF32, kBF16, kF16, DType::kI32, DType::kI64, DType::kU8})
       list.push_back({dtype, {300, 31}, Alias::kNone});
     list.push_back({kF32, {1, 1}, Alias::kNone});
     list.push_back({kF32, {0, 8}, Alias::kNone});
     list.push_back({kBF16, {17, 65}, Alias::kOntoItself});
+    list.push_back({kF16, {17, 65}, Alias::kOntoItself});
     list.push_back({kF32, {10, 33}, Alias::kIntoRows});
     return list;
   }
@@ -164,8 +167,9 @@ struct CastCase {
   static std::vector<Params> params() {
     std::vector<Params> list;
     const std::pair<DType, DType> pairs[] = {
-        {kF32, kBF16},       {kBF16, kF32},       {kF32, kF32},      {kBF16, kBF16},
-        {DType::kI32, kF32}, {DType::kI64, kF32}, {DType::kU8, kF32}};
+        {kF32, kBF16}, {kBF16, kF32},       {kF32, kF32},        {kBF16, kBF16},
+        {kF32, kF16},  {kF16, kF32},        {kF16, kF16},        {kF16, kBF16},
+        {kBF16, kF16}, {DType::kI32, kF32}, {DType::kI64, kF32}, {DType::kU8, kF32}};
     for (auto [from, to] : pairs)
       list.push_back({from, to, {65, 33}});
     list.push_back({kF32, kBF16, {1}});
@@ -208,7 +212,7 @@ struct AddCase {
   };
   static std::vector<Params> params() {
     std::vector<Params> list;
-    for (DType dtype : {kF32, kBF16}) {
+    for (DType dtype : {kF32, kBF16, kF16}) {
       list.push_back({dtype, {1}, Alias::kNone});
       list.push_back({dtype, {130, 65}, Alias::kNone});
       list.push_back({dtype, {130, 65}, Alias::kOutIsA});
@@ -265,8 +269,8 @@ struct DropoutCase {
   static std::vector<Params> params() {
     return {{kF32, {1}, 0.5f, false},      {kF32, {33, 65}, 0.1f, false},
             {kF32, {1031}, 0.5f, true},    {kBF16, {33, 65}, 0.1f, false},
-            {kBF16, {17, 9}, 0.25f, true}, {kF32, {65, 3}, 0.0f, false},
-            {kF32, {0, 4}, 0.5f, false}};
+            {kF16, {33, 65}, 0.1f, false}, {kBF16, {17, 9}, 0.25f, true},
+            {kF32, {65, 3}, 0.0f, false},  {kF32, {0, 4}, 0.5f, false}};
   }
   static std::string name(const Params& p) {
     return dtype_name(p.dtype) + "_" + shape_name(p.shape) + "_p" + number_name(p.p) +
@@ -312,6 +316,9 @@ struct GemmCase {
         {kF32, kF32, 17, 65, 130, false, true, 1.0f, 0.25f},
         {kF32, kF32, 17, 65, 130, true, true, -1.0f, 0.0f},
         {kBF16, kF32, 65, 3, 17, false, true, 1.0f, 0.0f},
+        {kF16, kF32, 65, 3, 17, false, true, 1.0f, 0.0f},
+        {kF16, kF16, 33, 7, 129, true, false, 1.0f, 1.0f},
+        {kF16, kF16, 4, 6, 0, false, false, 1.0f, 0.5f},
         {kBF16, kBF16, 65, 3, 17, true, false, 1.0f, 1.0f},
         {kBF16, kBF16, 33, 7, 129, false, false, 1.0f, 0.0f},
         {kBF16, kBF16, 128, 64, 256, false, true, 1.0f, 0.0f},
@@ -375,7 +382,7 @@ struct CopyFromHostCase {
     Shape shape;
   };
   static std::vector<Params> params() {
-    return {{kF32, {1}},          {kF32, {257}},        {kBF16, {17, 65}},
+    return {{kF32, {1}},          {kF32, {257}},        {kBF16, {17, 65}}, {kF16, {17, 65}},
             {DType::kI32, {129}}, {DType::kU8, {1031}}, {kF32, {0}}};
   }
   static std::string name(const Params& p) {
@@ -427,7 +434,8 @@ struct ScaleCase {
   };
   static std::vector<Params> params() {
     return {{kF32, {1}, 0.5f},        {kF32, {1031}, -3.0f}, {kF32, {65, 33}, 0.0f},
-            {kBF16, {65, 33}, 0.37f}, {kBF16, {3}, -1.0f},   {kF32, {0}, 2.0f}};
+            {kBF16, {65, 33}, 0.37f}, {kBF16, {3}, -1.0f},   {kF32, {0}, 2.0f},
+            {kF16, {65, 33}, 0.37f}};
   }
   static std::string name(const Params& p) {
     return dtype_name(p.dtype) + "_" + shape_name(p.shape) + "_alpha" + number_name(p.alpha);
@@ -453,8 +461,8 @@ struct SumSquaresCase {
     Shape shape;
   };
   static std::vector<Params> params() {
-    return {{kF32, {1}},     {kF32, {4099}}, {kF32, {65, 33}},
-            {kBF16, {4099}}, {kBF16, {7}},   {kF32, {0}}};
+    return {{kF32, {1}},  {kF32, {4099}}, {kF32, {65, 33}}, {kBF16, {4099}},
+            {kBF16, {7}}, {kF32, {0}},    {kF16, {4099}}};
   }
   static std::string name(const Params& p) {
     return dtype_name(p.dtype) + "_" + shape_name(p.shape);

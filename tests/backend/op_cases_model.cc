@@ -14,6 +14,7 @@ namespace {
 
 constexpr DType kF32 = DType::kF32;
 constexpr DType kBF16 = DType::kBF16;
+constexpr DType kF16 = DType::kF16;
 constexpr DType kI32 = DType::kI32;
 using Values = std::map<std::string, std::vector<double>>;
 
@@ -64,8 +65,8 @@ struct EmbeddingForwardCase {
   static constexpr Op kOp = Op::kEmbeddingForward;
   using Params = EmbeddingShape;
   static std::vector<Params> params() {
-    return {{kF32, 1, 1, 1},    {kF32, 50, 17, 9},   {kF32, 7, 64, 130},
-            {kBF16, 50, 17, 9}, {kBF16, 7, 64, 130}, {kF32, 5, 3, 0}};
+    return {{kF32, 1, 1, 1},     {kF32, 50, 17, 9}, {kF32, 7, 64, 130}, {kBF16, 50, 17, 9},
+            {kBF16, 7, 64, 130}, {kF32, 5, 3, 0},   {kF16, 50, 17, 9}};
   }
   static std::string name(const Params& p) { return embedding_name(p); }
   static OpRun build(const Params& p) {
@@ -87,8 +88,8 @@ struct EmbeddingBackwardCase {
   static constexpr Op kOp = Op::kEmbeddingBackward;
   using Params = EmbeddingShape;
   static std::vector<Params> params() {
-    return {{kF32, 1, 1, 1},     {kF32, 50, 17, 9}, {kF32, 7, 64, 130},   {kBF16, 50, 17, 9},
-            {kBF16, 7, 64, 130}, {kF32, 5, 3, 0},   {kF32, 6, 4, 9, true}};
+    return {{kF32, 1, 1, 1},     {kF32, 50, 17, 9}, {kF32, 7, 64, 130},    {kBF16, 50, 17, 9},
+            {kBF16, 7, 64, 130}, {kF32, 5, 3, 0},   {kF32, 6, 4, 9, true}, {kF16, 7, 64, 130}};
   }
   static std::string name(const Params& p) { return embedding_name(p); }
   static OpRun build(const Params& p) {
@@ -161,8 +162,9 @@ struct RmsnormForwardCase {
   static constexpr Op kOp = Op::kRmsnormForward;
   using Params = RmsnormShape;
   static std::vector<Params> params() {
-    return {{kF32, 1, 1},   {kF32, 7, 65},           {kF32, 33, 256, 1e-6f},
-            {kBF16, 7, 65}, {kBF16, 33, 256, 1e-6f}, {kF32, 0, 8}};
+    return {{kF32, 1, 1},          {kF32, 7, 65},           {kF32, 33, 256, 1e-6f},
+            {kBF16, 7, 65},        {kBF16, 33, 256, 1e-6f}, {kF32, 0, 8},
+            {kF16, 33, 256, 1e-6f}};
   }
   static std::string name(const Params& p) { return rmsnorm_name(p); }
   static OpRun build(const Params& p) {
@@ -195,10 +197,15 @@ struct RmsnormBackwardCase {
     // One element with a large eps: at C = 1, dx = r g eps / (x^2 + eps)
     // cancels all but eps / x^2 of r g, and fp32 keeps ~6e-8 / 1e-5 of it at
     // the usual eps; the forward case keeps C = 1 with eps = 1e-5.
-    return {{kF32, 1, 1, 0.5f},     {kF32, 7, 65},
-            {kF32, 33, 256, 1e-6f}, {kF32, 7, 65, 1e-5f, true},
-            {kBF16, 7, 65},         {kBF16, 33, 256, 1e-6f, true},
-            {kF32, 0, 8},           {kF32, 3, 8, 1e-5f, false, true}};
+    return {{kF32, 1, 1, 0.5f},
+            {kF32, 7, 65},
+            {kF32, 33, 256, 1e-6f},
+            {kF32, 7, 65, 1e-5f, true},
+            {kBF16, 7, 65},
+            {kBF16, 33, 256, 1e-6f, true},
+            {kF16, 7, 65},
+            {kF32, 0, 8},
+            {kF32, 3, 8, 1e-5f, false, true}};
   }
   static std::string name(const Params& p) { return rmsnorm_name(p); }
   static OpRun build(const Params& p) {
@@ -311,9 +318,9 @@ struct RopeCase {
   static constexpr bool kBackward = kOpOf == Op::kRopeBackward;
   using Params = RopeShape;
   static std::vector<Params> params() {
-    std::vector<Params> list = {{kF32, 1, 1, 2},           {kF32, 9, 3, 8},
-                                {kF32, 130, 2, 64, 1e6f},  {kBF16, 9, 3, 8},
-                                {kBF16, 130, 2, 64, 1e6f}, {kF32, 0, 2, 4}};
+    std::vector<Params> list = {
+        {kF32, 1, 1, 2},           {kF32, 9, 3, 8}, {kF32, 130, 2, 64, 1e6f}, {kBF16, 9, 3, 8},
+        {kBF16, 130, 2, 64, 1e6f}, {kF32, 0, 2, 4}, {kF16, 130, 2, 64, 1e6f}};
     if (kBackward) list.push_back({kF32, 5, 2, 4, 10000.0f, true});
     return list;
   }
@@ -366,8 +373,8 @@ std::string bias_name(const BiasShape& p) {
 }
 
 std::vector<BiasShape> bias_shapes() {
-  return {{kF32, 1, 1},    {kF32, 9, 65}, {kF32, 130, 96},
-          {kBF16, 33, 17}, {kBF16, 1, 3}, {kF32, 0, 4}};
+  return {{kF32, 1, 1},  {kF32, 9, 65}, {kF32, 130, 96}, {kBF16, 33, 17},
+          {kBF16, 1, 3}, {kF32, 0, 4},  {kF16, 33, 17}};
 }
 
 struct BiasForwardCase {
@@ -463,8 +470,8 @@ struct SwigluForwardCase {
   using Params = SwigluShape;
   static constexpr const char* kAliases[] = {"", "_out_is_gate", "_out_is_up"};
   static std::vector<Params> params() {
-    return {{kF32, 1, 1},   {kF32, 9, 65},      {kF32, 9, 65, 1},
-            {kBF16, 9, 65}, {kBF16, 33, 17, 2}, {kF32, 0, 3}};
+    return {{kF32, 1, 1},       {kF32, 9, 65}, {kF32, 9, 65, 1}, {kBF16, 9, 65},
+            {kBF16, 33, 17, 2}, {kF32, 0, 3},  {kF16, 33, 17, 2}};
   }
   static std::string name(const Params& p) { return swiglu_name(p, kAliases); }
   static OpRun build(const Params& p) {
@@ -492,8 +499,9 @@ struct SwigluBackwardCase {
   using Params = SwigluShape;
   static constexpr const char* kAliases[] = {"", "_into_gate_and_up", "_d_gate_is_d_out"};
   static std::vector<Params> params() {
-    return {{kF32, 1, 1},    {kF32, 9, 65},     {kF32, 9, 65, 1}, {kF32, 9, 65, 2},
-            {kBF16, 33, 17}, {kBF16, 9, 65, 1}, {kF32, 0, 3},     {kF32, 3, 5, 0, true}};
+    return {{kF32, 1, 1},     {kF32, 9, 65},         {kF32, 9, 65, 1},
+            {kF32, 9, 65, 2}, {kBF16, 33, 17},       {kBF16, 9, 65, 1},
+            {kF32, 0, 3},     {kF32, 3, 5, 0, true}, {kF16, 9, 65, 1}};
   }
   static std::string name(const Params& p) { return swiglu_name(p, kAliases); }
   static OpRun build(const Params& p) {
@@ -580,13 +588,9 @@ struct CrossEntropyForwardCase {
   static constexpr Op kOp = Op::kCrossEntropyForward;
   using Params = CrossEntropyShape;
   static std::vector<Params> params() {
-    return {{kF32, 1, 1, Ignore::kNone},
-            {kF32, 9, 65},
-            {kF32, 33, 1031},
-            {kBF16, 9, 65},
-            {kBF16, 33, 1031},
-            {kF32, 4, 7, Ignore::kAll},
-            {kF32, 0, 5}};
+    return {
+        {kF32, 1, 1, Ignore::kNone}, {kF32, 9, 65},    {kF32, 33, 1031},           {kBF16, 9, 65},
+        {kBF16, 33, 1031},           {kF16, 33, 1031}, {kF32, 4, 7, Ignore::kAll}, {kF32, 0, 5}};
   }
   static std::string name(const Params& p) { return cross_entropy_name(p, false); }
   static OpRun build(const Params& p) {
@@ -621,6 +625,7 @@ struct CrossEntropyBackwardCase {
             {kF32, 33, 1031, Ignore::kSome, 1.0f / 33},
             {kBF16, 9, 65},
             {kBF16, 33, 1031, Ignore::kNone, 0.25f},
+            {kF16, 33, 1031, Ignore::kNone, 0.25f},
             {kF32, 4, 7, Ignore::kAll},
             {kF32, 0, 5},
             {kF32, 4, 6, Ignore::kSome, 0.5f, true}};
@@ -695,7 +700,7 @@ void add_weights(OpRun& r, DType dtype, Master master, int64_t n) {
   if (master == Master::kBf16)
     weights = given("master", {n}, kBF16, weights.values, Category::kOptim);
   r.add(given("param", {n}, dtype, weights.values, Category::kParam));
-  if (dtype == kBF16 && master != Master::kNone)
+  if (is_half(dtype) && master != Master::kNone)
     r.add(weights);
   else
     r.add(undefined("master"));
@@ -730,6 +735,8 @@ struct AdamwCase {
             {kF32, 1031, 10, 0.1f, 0.5f},
             {kBF16, 1031, 1, 0.0f, 1.0f},
             {kBF16, 1031, 7, 0.1f, 0.25f},
+            {kF16, 1031, 7, 0.1f, 0.25f},
+            {kF16, 1031, 7, 0.1f, 0.25f, Master::kNone},
             {kBF16, 1, 3, 0.1f, 1.0f},
             {kBF16, 1031, 7, 0.1f, 0.25f, Master::kBf16},
             {kBF16, 1031, 7, 0.1f, 0.25f, Master::kNone},
@@ -824,6 +831,7 @@ struct Adamw8bitCase {
             {kF32, 1031, 3, 0.1f, 0.5f},
             {kF32, 512, 1, 0.0f, 1.0f},
             {kBF16, 1031, 5, 0.1f, 1.0f},
+            {kF16, 1031, 5, 0.1f, 1.0f},
             {kBF16, 700, 2, 0.1f, 0.25f, Master::kBf16},
             {kBF16, 700, 2, 0.1f, 0.25f, Master::kNone},
             {kF32, 0, 1, 0.1f, 1.0f}};

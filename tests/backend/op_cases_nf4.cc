@@ -14,6 +14,7 @@ namespace {
 
 constexpr DType kF32 = DType::kF32;
 constexpr DType kBF16 = DType::kBF16;
+constexpr DType kF16 = DType::kF16;
 constexpr DType kU8 = DType::kU8;
 using Values = std::map<std::string, std::vector<double>>;
 
@@ -24,8 +25,8 @@ struct Nf4Params {
 };
 
 std::vector<Nf4Params> nf4_params() {
-  return {{kF32, 4, 64, false},   {kBF16, 33, 70, false}, {kF32, 7, 9, false},
-          {kBF16, 300, 64, true}, {kF32, 5, 13, true},    {kF32, 0, 64, false}};
+  return {{kF32, 4, 64, false}, {kBF16, 33, 70, false}, {kF32, 7, 9, false}, {kBF16, 300, 64, true},
+          {kF32, 5, 13, true},  {kF32, 0, 64, false},   {kF16, 33, 70, true}};
 }
 
 std::string nf4_name(const Nf4Params& p) {

@@ -21,6 +21,11 @@ std::vector<uint8_t> encode(DType dtype, const std::vector<double>& values) {
         std::memcpy(p, &h, sizeof h);
         break;
       }
+      case DType::kF16: {
+        f16 h = to_f16(static_cast<float>(values[i]));
+        std::memcpy(p, &h, sizeof h);
+        break;
+      }
       case DType::kI32: {
         auto x = static_cast<int32_t>(values[i]);
         std::memcpy(p, &x, sizeof x);
@@ -52,6 +57,12 @@ std::vector<double> decode(DType dtype, const std::vector<uint8_t>& bytes) {
       }
       case DType::kBF16: {
         bf16 h;
+        std::memcpy(&h, p, sizeof h);
+        values[i] = to_float(h);
+        break;
+      }
+      case DType::kF16: {
+        f16 h;
         std::memcpy(&h, p, sizeof h);
         values[i] = to_float(h);
         break;

@@ -95,14 +95,19 @@ inline NormalizedError normalized_error(const std::vector<double>& actual,
 //  - bf16: each output is rounded once to 8 significant bits, at most 2^-8 of
 //    its value, so 2^-8 of the largest, plus the fp32 error before rounding.
 //  - integer dtypes: exact.
+//  - fp16: 11 significant bits, 2^-11 of the largest, plus fp32's error
+//    (the cases keep fp16 values far from its range limits).
 inline constexpr double kFp32Bound = 1e-5;
 inline constexpr double kBf16Bound = 1.0 / 256 + kFp32Bound;
+inline constexpr double kFp16Bound = 1.0 / 2048 + kFp32Bound;
 inline double bound_for(DType dtype) {
   switch (dtype) {
     case DType::kF32:
       return kFp32Bound;
     case DType::kBF16:
       return kBf16Bound;
+    case DType::kF16:
+      return kFp16Bound;
     default:
       return 0;
   }
@@ -116,13 +121,15 @@ inline constexpr double kFdBound = 5e-4;
 
 // ---- host values ----
 
-// `x` as `dtype` stores it (bf16: fp32 then nearest even; integers: truncated).
+// `x` as `dtype` stores it (bf16, fp16: fp32 then nearest even; integers: truncated).
 inline double round_to(DType dtype, double x) {
   switch (dtype) {
     case DType::kF32:
       return static_cast<float>(x);
     case DType::kBF16:
       return to_float(to_bf16(static_cast<float>(x)));
+    case DType::kF16:
+      return to_float(to_f16(static_cast<float>(x)));
     default:
       return std::trunc(x);
   }

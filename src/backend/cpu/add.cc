@@ -1,7 +1,8 @@
-// add: out = a + b elementwise; same shape and dtype (fp32 or bf16). bf16
-// adds in fp32 and rounds once to nearest even. out may be a or b itself
+// add: out = a + b elementwise; same shape and dtype (fp32, bf16 or fp16).
+// 16-bit dtypes add in fp32 and rounds once to nearest even. out may be a or b itself
 // (the residual stream updates in place); partial overlap is rejected.
 // Allocates: nothing.
+#include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/op_checks.h"
 
@@ -19,12 +20,14 @@ void CpuKernels::add(const Tensor& a, const Tensor& b, Tensor& out) {
     for (int64_t i = 0; i < n; ++i)
       po[i] = pa[i] + pb[i];
   } else {
-    const bf16* pa = a.data<bf16>();
-    const bf16* pb = b.data<bf16>();
-    bf16* po = out.data<bf16>();
+    with_floating_type(a.dtype(), [&]<typename T>(T*) {
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      T* po = out.data<T>();
 #pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
-    for (int64_t i = 0; i < n; ++i)
-      po[i] = to_bf16(to_float(pa[i]) + to_float(pb[i]));
+      for (int64_t i = 0; i < n; ++i)
+        store(po + i, widen(pa[i]) + widen(pb[i]));
+    });
   }
 }
 

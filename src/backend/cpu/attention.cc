@@ -30,6 +30,7 @@
 #include "backend/common/attention_tiles.h"
 #include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/floating_type.h"
 
 // The kernels' templates are instantiated at the end of this file with 32-byte
 // vectors, always inlined: see attention_kernels.h.
@@ -53,6 +54,9 @@ HR_ATTENTION_INLINE float store_value(float x, float*) {
 }
 HR_ATTENTION_INLINE bf16 store_value(float x, bf16*) {
   return to_bf16(x);
+}
+HR_ATTENTION_INLINE f16 store_value(float x, f16*) {
+  return to_f16(x);
 }
 
 // One call's operands as raw pointers, and what every work item needs to
@@ -345,6 +349,15 @@ HR_ATTENTION_CLONES void backward_dkv_item_f32(const Problem<float>& p, int64_t 
 HR_ATTENTION_CLONES void backward_dkv_item_bf16(const Problem<bf16>& p, int64_t g, int64_t j) {
   backward_dkv_item(p, g, j);
 }
+HR_ATTENTION_CLONES void forward_item_f16(const Problem<f16>& p, int64_t h, int64_t i) {
+  forward_item(p, h, i);
+}
+HR_ATTENTION_CLONES void backward_dq_item_f16(const Problem<f16>& p, int64_t h, int64_t i) {
+  backward_dq_item(p, h, i);
+}
+HR_ATTENTION_CLONES void backward_dkv_item_f16(const Problem<f16>& p, int64_t g, int64_t j) {
+  backward_dkv_item(p, g, j);
+}
 void run_forward_item(const Problem<float>& p, int64_t h, int64_t i) {
   forward_item_f32(p, h, i);
 }
@@ -362,6 +375,15 @@ void run_backward_dkv_item(const Problem<float>& p, int64_t g, int64_t j) {
 }
 void run_backward_dkv_item(const Problem<bf16>& p, int64_t g, int64_t j) {
   backward_dkv_item_bf16(p, g, j);
+}
+void run_forward_item(const Problem<f16>& p, int64_t h, int64_t i) {
+  forward_item_f16(p, h, i);
+}
+void run_backward_dq_item(const Problem<f16>& p, int64_t h, int64_t i) {
+  backward_dq_item_f16(p, h, i);
+}
+void run_backward_dkv_item(const Problem<f16>& p, int64_t g, int64_t j) {
+  backward_dkv_item_f16(p, g, j);
 }
 
 // Multiply-adds of one tile pair for one head (the scores' and the
@@ -411,17 +433,12 @@ void CpuKernels::attention_forward(const Tensor& q, const Tensor& k, const Tenso
                                    Tensor& out, Tensor& lse) {
   const AttentionTilePlan plan =
       attention_tile_plan(cu_seqlens, dims.tokens, dims.block_size, dims.mask);
-  if (q.dtype() == DType::kF32) {
-    Problem<float> p = make_problem<float>(dims, plan, cu_seqlens, params.scale, q, k, v);
-    p.out = out.data<float>();
+  with_floating_type(q.dtype(), [&]<typename T>(T*) {
+    Problem<T> p = make_problem<T>(dims, plan, cu_seqlens, params.scale, q, k, v);
+    p.out = out.data<T>();
     p.lse = lse.data<float>();
     forward(p);
-  } else {
-    Problem<bf16> p = make_problem<bf16>(dims, plan, cu_seqlens, params.scale, q, k, v);
-    p.out = out.data<bf16>();
-    p.lse = lse.data<float>();
-    forward(p);
-  }
+  });
 }
 
 void CpuKernels::attention_backward(const Tensor& d_out, const Tensor& q, const Tensor& k,
@@ -442,10 +459,7 @@ void CpuKernels::attention_backward(const Tensor& d_out, const Tensor& q, const 
     p.dv = dv.data<T>();
     backward(p, out.data<T>(), scratch.delta.data<float>());
   };
-  if (q.dtype() == DType::kF32)
-    run(static_cast<float*>(nullptr));
-  else
-    run(static_cast<bf16*>(nullptr));
+  with_floating_type(q.dtype(), run);
 }
 
 }  // namespace headroom

@@ -50,6 +50,13 @@ HR_ATTENTION_INLINE v8f load8(const bf16* p) {
   __builtin_memcpy(&v, &w, sizeof v);
   return v;
 }
+// fp16 widens exactly too, lane by lane (to_float's bit arithmetic).
+HR_ATTENTION_INLINE v8f load8(const f16* p) {
+  v8f v;
+  for (int i = 0; i < 8; ++i)
+    v[i] = to_float(p[i]);
+  return v;
+}
 HR_ATTENTION_INLINE void store8(float* p, const v8f& v) {
   __builtin_memcpy(p, &v, sizeof v);
 }
@@ -57,6 +64,9 @@ HR_ATTENTION_INLINE float widen(float x) {
   return x;
 }
 HR_ATTENTION_INLINE float widen(bf16 x) {
+  return to_float(x);
+}
+HR_ATTENTION_INLINE float widen(f16 x) {
   return to_float(x);
 }
 

@@ -50,17 +50,15 @@ void sum_rows_into(const T* dy, T* d_bias, int64_t rows, int64_t width) {
 }  // namespace
 
 void CpuKernels::bias_forward(Tensor& x, const Tensor& bias) {
-  if (x.dtype() == DType::kF32)
-    add_rows(x.data<float>(), bias.data<float>(), x.size(0), x.size(1));
-  else
-    add_rows(x.data<bf16>(), bias.data<bf16>(), x.size(0), x.size(1));
+  with_floating_type(x.dtype(), [&]<typename T>(T*) {
+    add_rows(x.data<T>(), bias.data<T>(), x.size(0), x.size(1));
+  });
 }
 
 void CpuKernels::bias_backward(const Tensor& dy, Tensor& d_bias) {
-  if (dy.dtype() == DType::kF32)
-    sum_rows_into(dy.data<float>(), d_bias.data<float>(), dy.size(0), dy.size(1));
-  else
-    sum_rows_into(dy.data<bf16>(), d_bias.data<bf16>(), dy.size(0), dy.size(1));
+  with_floating_type(dy.dtype(), [&]<typename T>(T*) {
+    sum_rows_into(dy.data<T>(), d_bias.data<T>(), dy.size(0), dy.size(1));
+  });
 }
 
 }  // namespace headroom

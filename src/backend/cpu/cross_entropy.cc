@@ -115,9 +115,9 @@ void CpuKernels::cross_entropy_forward(const Tensor& logits, const Tensor& targe
   int64_t rows = logits.size(0);
   int64_t vocab = logits.size(1);
   const int32_t* target = targets.data<int32_t>();
-  double total = logits.dtype() == DType::kF32
-                     ? forward_rows(logits.data<float>(), target, lse.data<float>(), rows, vocab)
-                     : forward_rows(logits.data<bf16>(), target, lse.data<float>(), rows, vocab);
+  const double total = with_floating_type(logits.dtype(), [&]<typename T>(T*) {
+    return forward_rows(logits.data<T>(), target, lse.data<float>(), rows, vocab);
+  });
   float* sum = loss_sum.data<float>();
   sum[0] = static_cast<float>(static_cast<double>(sum[0]) + total);
 }
@@ -128,10 +128,9 @@ void CpuKernels::cross_entropy_backward(Tensor& logits, const Tensor& targets, c
   int64_t rows = logits.size(0);
   int64_t vocab = logits.size(1);
   const int32_t* target = targets.data<int32_t>();
-  if (logits.dtype() == DType::kF32)
-    backward_rows(logits.data<float>(), target, lse.data<float>(), rows, vocab, scale);
-  else
-    backward_rows(logits.data<bf16>(), target, lse.data<float>(), rows, vocab, scale);
+  with_floating_type(logits.dtype(), [&]<typename T>(T*) {
+    backward_rows(logits.data<T>(), target, lse.data<float>(), rows, vocab, scale);
+  });
 }
 
 }  // namespace headroom

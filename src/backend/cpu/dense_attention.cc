@@ -62,8 +62,10 @@ void convert_heads(const Tensor& src, Tensor& dst, const DenseAttentionDims& d, 
 
 float lowest_finite(DType dtype) {
   // bf16's lowest is 0xFF7F; rounding -FLT_MAX to bf16 would give -inf.
-  return dtype == DType::kBF16 ? std::bit_cast<float>(0xFF7F0000u)
-                               : std::numeric_limits<float>::lowest();
+  // fp16's is -65504 (torch.finfo(torch.float16).min).
+  if (dtype == DType::kBF16) return std::bit_cast<float>(0xFF7F0000u);
+  if (dtype == DType::kF16) return -65504.0f;
+  return std::numeric_limits<float>::lowest();
 }
 
 template <typename T>
@@ -93,45 +95,41 @@ void CpuKernels::dense_attention_mask(const std::vector<int32_t>& cu_seqlens,
                                       const AttentionParams& params, const DenseAttentionDims& dims,
                                       Tensor& mask) {
   const float hidden = lowest_finite(mask.dtype());
-  if (mask.dtype() == DType::kF32)
-    fill_mask(cu_seqlens, params.mask_spec(), dims, mask.data<float>(), hidden);
-  else
-    fill_mask(cu_seqlens, params.mask_spec(), dims, mask.data<bf16>(), hidden);
+  with_floating_type(mask.dtype(), [&]<typename T>(T*) {
+    fill_mask(cu_seqlens, params.mask_spec(), dims, mask.data<T>(), hidden);
+  });
 }
 
 void CpuKernels::dense_attention_heads(const Tensor& src, Tensor& dst,
                                        const DenseAttentionDims& dims, float scale) {
-  const bool src_f32 = src.dtype() == DType::kF32, dst_f32 = dst.dtype() == DType::kF32;
-  if (src_f32 && dst_f32)
-    convert_heads<float, float>(src, dst, dims, scale);
-  else if (src_f32)
-    convert_heads<float, bf16>(src, dst, dims, scale);
-  else if (dst_f32)
-    convert_heads<bf16, float>(src, dst, dims, scale);
-  else
-    convert_heads<bf16, bf16>(src, dst, dims, scale);
+  with_floating_type(src.dtype(), [&]<typename S>(S*) {
+    with_floating_type(dst.dtype(),
+                       [&]<typename D>(D*) { convert_heads<S, D>(src, dst, dims, scale); });
+  });
 }
 
 void CpuKernels::dense_attention_scores(const Tensor& query, const Tensor& key, const Tensor& mask,
                                         const DenseAttentionDims& d, Tensor& scores) {
   const float *q = query.data<float>(), *k = key.data<float>();
   float* out = scores.data<float>();
-  const bool bf16_mask = mask.dtype() == DType::kBF16;
   const int64_t S = d.seq, D = d.head_dim, rows = d.rows * d.heads * S;
+  with_floating_type(mask.dtype(), [&]<typename M>(M*) {
+    const M* hidden = mask.data<M>();
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t b = r / (d.heads * S), h = (r / S) % d.heads, i = r % S;
-    const float* qi = q + ((b * d.heads + h) * S + i) * D;
-    const int64_t m = (b * S + i) * S;  // mask (b, 0, i, :)
-    float* row = out + score_block(d, b, h) + i * S;
-    for (int64_t j = 0; j < S; ++j) {
-      const float* kj = k + ((b * d.heads + h) * S + j) * D;
-      float dot = 0;
-      for (int64_t e = 0; e < D; ++e)
-        dot += qi[e] * kj[e];
-      row[j] = dot + (bf16_mask ? widen(mask.data<bf16>()[m + j]) : mask.data<float>()[m + j]);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t b = r / (d.heads * S), h = (r / S) % d.heads, i = r % S;
+      const float* qi = q + ((b * d.heads + h) * S + i) * D;
+      const int64_t m = (b * S + i) * S;  // mask (b, 0, i, :)
+      float* row = out + score_block(d, b, h) + i * S;
+      for (int64_t j = 0; j < S; ++j) {
+        const float* kj = k + ((b * d.heads + h) * S + j) * D;
+        float dot = 0;
+        for (int64_t e = 0; e < D; ++e)
+          dot += qi[e] * kj[e];
+        row[j] = dot + widen(hidden[m + j]);
+      }
     }
-  }
+  });
 }
 
 void CpuKernels::dense_attention_softmax(const Tensor& scores, const DenseAttentionDims& d,

@@ -30,10 +30,8 @@ void apply(const T* x, float p, uint64_t seed, T* out, int64_t n) {
 
 void CpuKernels::dropout(const Tensor& x, float p, uint64_t seed, Tensor& out) {
   int64_t n = x.numel();
-  if (x.dtype() == DType::kF32)
-    apply(x.data<float>(), p, seed, out.data<float>(), n);
-  else
-    apply(x.data<bf16>(), p, seed, out.data<bf16>(), n);
+  with_floating_type(x.dtype(),
+                     [&]<typename T>(T*) { apply(x.data<T>(), p, seed, out.data<T>(), n); });
 }
 
 }  // namespace headroom

@@ -86,10 +86,9 @@ void scatter_add_rows(const T* d_out, const int32_t* ids, const int32_t* order, 
 void CpuKernels::embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) {
   check_ids("embedding_forward", ids, table.size(0), table, "table");
   int64_t tokens = ids.size(0), width = table.size(1);
-  if (table.dtype() == DType::kF32)
-    gather_rows(table.data<float>(), ids.data<int32_t>(), out.data<float>(), tokens, width);
-  else
-    gather_rows(table.data<bf16>(), ids.data<int32_t>(), out.data<bf16>(), tokens, width);
+  with_floating_type(table.dtype(), [&]<typename T>(T*) {
+    gather_rows(table.data<T>(), ids.data<int32_t>(), out.data<T>(), tokens, width);
+  });
 }
 
 void CpuKernels::embedding_backward(const Tensor& d_out, const Tensor& ids, Tensor& d_table,
@@ -102,10 +101,9 @@ void CpuKernels::embedding_backward(const Tensor& d_out, const Tensor& ids, Tens
   // Ties broken by index: the order, and so every sum, is unique.
   std::sort(order, order + tokens,
             [id](int32_t a, int32_t b) { return id[a] != id[b] ? id[a] < id[b] : a < b; });
-  if (d_table.dtype() == DType::kF32)
-    scatter_add_rows(d_out.data<float>(), id, order, d_table.data<float>(), tokens, width);
-  else
-    scatter_add_rows(d_out.data<bf16>(), id, order, d_table.data<bf16>(), tokens, width);
+  with_floating_type(d_table.dtype(), [&]<typename T>(T*) {
+    scatter_add_rows(d_out.data<T>(), id, order, d_table.data<T>(), tokens, width);
+  });
 }
 
 }  // namespace headroom

@@ -27,6 +27,9 @@ void CpuKernels::fill(Tensor& x, float value) {
     case DType::kBF16:
       fill_with(x.data<bf16>(), n, to_bf16(value));
       break;
+    case DType::kF16:
+      fill_with(x.data<f16>(), n, to_f16(value));
+      break;
     case DType::kI32:
       fill_with(x.data<int32_t>(), n, static_cast<int32_t>(value));
       break;

@@ -1,7 +1,7 @@
 // gemm: C = alpha * op(A) @ op(B) + beta * C, op(X) = X or X^T, via a oneDNN
 // matmul primitive (AMX / AVX-512 / AVX2 kernels chosen by oneDNN at run time).
-//   fp32 x fp32 -> fp32; bf16 x bf16 -> fp32 or bf16, accumulated in fp32 and
-//   rounded to bf16 once, at the end.
+//   fp32 x fp32 -> fp32; bf16 x bf16 -> fp32 or bf16, fp16 x fp16 -> fp32 or
+//   fp16, accumulated in fp32 and rounded once, at the end.
 //   Transposes are strides in the memory descriptors: nothing is copied.
 //   beta = 0: C is write-only (no sum post-op), so NaN garbage in C is ignored.
 //   k = 0: C = beta * C. m = 0 or n = 0: nothing.
@@ -26,13 +26,16 @@ namespace {
 template <typename T>
 void scale_in_place(T* c, int64_t n, float beta) {
 #pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
-  for (int64_t i = 0; i < n; ++i) {
-    if constexpr (std::is_same_v<T, bf16>) {
-      c[i] = beta == 0.0f ? to_bf16(0.0f) : to_bf16(beta * to_float(c[i]));
-    } else {
-      c[i] = beta == 0.0f ? 0.0f : beta * c[i];
-    }
-  }
+  for (int64_t i = 0; i < n; ++i)
+    store(c + i, beta == 0.0f ? 0.0f : beta * widen(c[i]));
+}
+
+// A 16-bit operand's fp32 copy for the kWidened route.
+void widen_into(const Tensor& x, Tensor& wide) {
+  if (x.dtype() == DType::kF16)
+    widen_f16(x.data<f16>(), wide.data<float>(), x.numel());
+  else
+    widen_bf16(x.data<bf16>(), wide.data<float>(), x.numel());
 }
 
 }  // namespace
@@ -49,10 +52,8 @@ void CpuKernels::gemm(const Tensor& a, bool /*transpose_a*/, const Tensor& b, bo
     case GemmRoute::kNothing:
       return;
     case GemmRoute::kScale:
-      if (c.dtype() == DType::kF32)
-        scale_in_place(c.data<float>(), c.numel(), beta);
-      else
-        scale_in_place(c.data<bf16>(), c.numel(), beta);
+      with_floating_type(c.dtype(),
+                         [&]<typename T>(T*) { scale_in_place(c.data<T>(), c.numel(), beta); });
       return;
     case GemmRoute::kNative:
     case GemmRoute::kWidened:
@@ -65,12 +66,12 @@ void CpuKernels::gemm(const Tensor& a, bool /*transpose_a*/, const Tensor& b, bo
   void* b_data = b.raw();
   void* c_data = c.raw();
   if (plan.route == GemmRoute::kWidened) {
-    widen_bf16(a.data<bf16>(), scratch.a_fp32.data<float>(), a.numel());
-    widen_bf16(b.data<bf16>(), scratch.b_fp32.data<float>(), b.numel());
+    widen_into(a, scratch.a_fp32);
+    widen_into(b, scratch.b_fp32);
     a_data = scratch.a_fp32.raw();
     b_data = scratch.b_fp32.raw();
     if (scratch.c_fp32.defined()) {
-      if (beta != 0.0f) widen_bf16(c.data<bf16>(), scratch.c_fp32.data<float>(), c.numel());
+      if (beta != 0.0f) widen_into(c, scratch.c_fp32);
       c_data = scratch.c_fp32.raw();
     }
   }
@@ -89,8 +90,12 @@ void CpuKernels::gemm(const Tensor& a, bool /*transpose_a*/, const Tensor& b, bo
   gemm_plans_->primitive(plan).execute(stream_, args);
   stream_.wait();
 
-  if (scratch.c_fp32.defined())
-    round_to_bf16(scratch.c_fp32.data<float>(), c.data<bf16>(), c.numel());
+  if (scratch.c_fp32.defined()) {
+    if (c.dtype() == DType::kF16)
+      round_to_f16(scratch.c_fp32.data<float>(), c.data<f16>(), c.numel());
+    else
+      round_to_bf16(scratch.c_fp32.data<float>(), c.data<bf16>(), c.numel());
+  }
 }
 
 }  // namespace headroom

@@ -13,7 +13,9 @@ namespace {
 using dnnl::memory;
 
 memory::data_type dnnl_type(DType dtype) {
-  return dtype == DType::kBF16 ? memory::data_type::bf16 : memory::data_type::f32;
+  return dtype == DType::kBF16  ? memory::data_type::bf16
+         : dtype == DType::kF16 ? memory::data_type::f16
+                                : memory::data_type::f32;
 }
 
 // op(A) is m x k. Stored row-major as [m, k] (strides {k, 1}) or, transposed,
@@ -81,7 +83,9 @@ GemmPlan& GemmPlans::get(const GemmKey& key) {
       plan.descriptor = make_descriptor(engine_, key, key.ab, key.c);
       plan.route = GemmRoute::kNative;
     } catch (const dnnl::error& e) {
-      if (key.ab != DType::kBF16 || e.status != dnnl_unimplemented)
+      // oneDNN runs bf16 from AVX-512 on and fp16 only with AVX-512-FP16:
+      // elsewhere both go through fp32 copies.
+      if (!is_half(key.ab) || e.status != dnnl_unimplemented)
         throw InternalError("gemm: oneDNN has no matmul for " + to_string(key) + ": " + e.what());
       try {
         plan.descriptor = make_descriptor(engine_, key, DType::kF32, DType::kF32);

@@ -71,10 +71,9 @@ void dequantize_codes(const uint8_t* codes, const float* absmax, int64_t n, T* o
 void CpuKernels::nf4_quantize(const Tensor& w, Tensor& scratch, Nf4Weight& q) {
   const int64_t n = w.numel();
   float* absmax = q.double_quant() ? scratch.data<float>() : q.absmax.data<float>();
-  if (w.dtype() == DType::kF32)
-    quantize_codes(w.data<float>(), n, q.codes.data<uint8_t>(), absmax);
-  else
-    quantize_codes(w.data<bf16>(), n, q.codes.data<uint8_t>(), absmax);
+  with_floating_type(w.dtype(), [&]<typename T>(T*) {
+    quantize_codes(w.data<T>(), n, q.codes.data<uint8_t>(), absmax);
+  });
   if (!q.double_quant()) return;
 
   const int64_t blocks = scratch.numel();
@@ -116,10 +115,9 @@ void CpuKernels::nf4_dequantize(const Nf4Weight& q, Tensor& scratch, Tensor& out
   } else {
     absmax = q.absmax.data<float>();
   }
-  if (out.dtype() == DType::kF32)
-    dequantize_codes(q.codes.data<uint8_t>(), absmax, n, out.data<float>());
-  else
-    dequantize_codes(q.codes.data<uint8_t>(), absmax, n, out.data<bf16>());
+  with_floating_type(out.dtype(), [&]<typename T>(T*) {
+    dequantize_codes(q.codes.data<uint8_t>(), absmax, n, out.data<T>());
+  });
 }
 
 }  // namespace headroom

@@ -104,22 +104,18 @@ void backward(const T* dy, const T* x, const T* w, const float* rstd, T* dx, T* 
 void CpuKernels::rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, Tensor& y,
                                  Tensor& rstd) {
   int64_t rows = x.size(0), width = x.size(1);
-  if (x.dtype() == DType::kF32)
-    forward(x.data<float>(), w.data<float>(), eps, y.data<float>(), rstd.data<float>(), rows,
-            width);
-  else
-    forward(x.data<bf16>(), w.data<bf16>(), eps, y.data<bf16>(), rstd.data<float>(), rows, width);
+  with_floating_type(x.dtype(), [&]<typename T>(T*) {
+    forward(x.data<T>(), w.data<T>(), eps, y.data<T>(), rstd.data<float>(), rows, width);
+  });
 }
 
 void CpuKernels::rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& w,
                                   const Tensor& rstd, Tensor& dx, Tensor& dw) {
   int64_t rows = x.size(0), width = x.size(1);
-  if (x.dtype() == DType::kF32)
-    backward(dy.data<float>(), x.data<float>(), w.data<float>(), rstd.data<float>(),
-             dx.data<float>(), dw.defined() ? dw.data<float>() : nullptr, rows, width);
-  else
-    backward(dy.data<bf16>(), x.data<bf16>(), w.data<bf16>(), rstd.data<float>(), dx.data<bf16>(),
-             dw.defined() ? dw.data<bf16>() : nullptr, rows, width);
+  with_floating_type(x.dtype(), [&]<typename T>(T*) {
+    backward(dy.data<T>(), x.data<T>(), w.data<T>(), rstd.data<float>(), dx.data<T>(),
+             dw.defined() ? dw.data<T>() : nullptr, rows, width);
+  });
 }
 
 }  // namespace headroom

@@ -70,10 +70,9 @@ void rotate(T* x, const int32_t* positions, int64_t tokens, int64_t width, int64
 void rotate_tensor(Tensor& x, const Tensor& positions, int64_t head_dim, float theta, float sign) {
   std::vector<float> inv_freq = inverse_frequencies(head_dim, theta);
   int64_t tokens = x.size(0), width = x.size(1);
-  if (x.dtype() == DType::kF32)
-    rotate(x.data<float>(), positions.data<int32_t>(), tokens, width, head_dim, inv_freq, sign);
-  else
-    rotate(x.data<bf16>(), positions.data<int32_t>(), tokens, width, head_dim, inv_freq, sign);
+  with_floating_type(x.dtype(), [&]<typename T>(T*) {
+    rotate(x.data<T>(), positions.data<int32_t>(), tokens, width, head_dim, inv_freq, sign);
+  });
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 // Allocates: nothing (the partial sums live on the stack, size fixed).
 #include <array>
 
+#include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 
@@ -25,11 +26,9 @@ constexpr int64_t kPartitions = 256;
 // lets the compiler vectorize) without changing the order of any one chain.
 constexpr int64_t kLanes = 8;
 
-inline double widen(float v) {
-  return static_cast<double>(v);
-}
-inline double widen(bf16 v) {
-  return static_cast<double>(to_float(v));
+template <typename T>
+inline double widen_exactly(T v) {
+  return static_cast<double>(headroom::widen(v));
 }
 
 template <typename T>
@@ -38,11 +37,11 @@ double sum_range(const T* x, int64_t begin, int64_t end) {
   int64_t i = begin;
   for (; i + kLanes <= end; i += kLanes)
     for (int64_t j = 0; j < kLanes; ++j) {
-      double v = widen(x[i + j]);
+      double v = widen_exactly(x[i + j]);
       lanes[j] += v * v;  // exact: a float's square fits in a double
     }
   for (int64_t j = 0; i < end; ++i, ++j) {
-    double v = widen(x[i]);
+    double v = widen_exactly(x[i]);
     lanes[j] += v * v;
   }
   double sum = 0;
@@ -67,8 +66,8 @@ double sum_squares_of(const T* x, int64_t n) {
 
 void CpuKernels::sum_squares(const Tensor& x, Tensor& out) {
   int64_t n = x.numel();
-  double sum = x.dtype() == DType::kF32 ? sum_squares_of(x.data<float>(), n)
-                                        : sum_squares_of(x.data<bf16>(), n);
+  const double sum =
+      with_floating_type(x.dtype(), [&]<typename T>(T*) { return sum_squares_of(x.data<T>(), n); });
   float* o = out.data<float>();
   *o = static_cast<float>(static_cast<double>(*o) + sum);
 }

@@ -51,21 +51,17 @@ void backward(const T* d_out, const T* gate, const T* up, T* d_gate, T* d_up, in
 
 void CpuKernels::swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out) {
   int64_t n = gate.numel();
-  if (gate.dtype() == DType::kF32)
-    forward(gate.data<float>(), up.data<float>(), out.data<float>(), n);
-  else
-    forward(gate.data<bf16>(), up.data<bf16>(), out.data<bf16>(), n);
+  with_floating_type(gate.dtype(), [&]<typename T>(T*) {
+    forward(gate.data<T>(), up.data<T>(), out.data<T>(), n);
+  });
 }
 
 void CpuKernels::swiglu_backward(const Tensor& d_out, const Tensor& gate, const Tensor& up,
                                  Tensor& d_gate, Tensor& d_up) {
   int64_t n = gate.numel();
-  if (gate.dtype() == DType::kF32)
-    backward(d_out.data<float>(), gate.data<float>(), up.data<float>(), d_gate.data<float>(),
-             d_up.data<float>(), n);
-  else
-    backward(d_out.data<bf16>(), gate.data<bf16>(), up.data<bf16>(), d_gate.data<bf16>(),
-             d_up.data<bf16>(), n);
+  with_floating_type(gate.dtype(), [&]<typename T>(T*) {
+    backward(d_out.data<T>(), gate.data<T>(), up.data<T>(), d_gate.data<T>(), d_up.data<T>(), n);
+  });
 }
 
 }  // namespace headroom
