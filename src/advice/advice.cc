@@ -82,11 +82,13 @@ std::vector<Knob> knob_catalogue(const ExperimentConfig& c, int world_size,
                      {"loss.chunk_size=" + std::to_string(c.loss.chunk_size / 2)},
                      E::kSameTraining,
                      ""});
-  if (c.loss.logits_dtype == Precision::kFp32 && c.model.dtype == Precision::kBf16)
-    knobs.push_back({"logits in bf16",
-                     {"loss.logits_dtype=bf16"},
+  if (c.loss.logits_dtype == Precision::kFp32 && c.model.dtype != Precision::kFp32) {
+    const std::string narrow(name_of(c.model.dtype));
+    knobs.push_back({"logits in " + narrow,
+                     {"loss.logits_dtype=" + narrow},
                      E::kSameGlobalBatch,
-                     "the logits are rounded to bf16 before the softmax"});
+                     "the logits are rounded to " + narrow + " before the softmax"});
+  }
   // The optimizer's states: no fp32 master copy of bf16 weights (seed 003's
   // 16 -> 12 bytes per parameter), and bitsandbytes' 8-bit moments (8 -> ~2
   // bytes per parameter). Both round what the fp32 optimizer keeps exactly.

@@ -10,7 +10,7 @@ namespace headroom {
 namespace {
 
 double dtype_bytes(Precision p) {
-  return p == Precision::kBf16 ? 2.0 : 4.0;
+  return p == Precision::kFp32 ? 4.0 : 2.0;
 }
 
 // Published dense bf16 tensor rates (fp32 accumulation) and link bandwidths

@@ -55,24 +55,24 @@ class Simulated final : public Communicator {
 
 void reduce_through_fp32_buffer(Backend& backend, Tensor& tensor, std::string_view tag,
                                 const std::function<void(Tensor&)>& reduce) {
-  HR_CHECK(tensor.dtype() == DType::kBF16, "only bf16 is widened for a reduction");
+  HR_CHECK(is_half(tensor.dtype()), "only bf16 and fp16 are widened for a reduction");
   const std::string name = std::string(tag) + ".comm";
   Tensor wide = backend.cast(tensor, DType::kF32, Category::kComm, name);
   reduce(wide);
-  Tensor narrow = backend.cast(wide, DType::kBF16, Category::kComm, name);
+  Tensor narrow = backend.cast(wide, tensor.dtype(), Category::kComm, name);
   backend.copy(narrow, tensor);
 }
 
 void reduce_scatter_through_fp32_buffer(Backend& backend, Tensor& flat, int64_t begin, int64_t end,
                                         std::string_view tag,
                                         const std::function<void(Tensor&)>& reduce) {
-  HR_CHECK(flat.dtype() == DType::kBF16, "only bf16 is widened for a reduction");
+  HR_CHECK(is_half(flat.dtype()), "only bf16 and fp16 are widened for a reduction");
   HR_CHECK(0 <= begin && begin <= end && end <= flat.numel(), "the piece lies in the buffer");
   const std::string name = std::string(tag) + ".comm";
   Tensor wide = backend.cast(flat, DType::kF32, Category::kComm, name);
   reduce(wide);
   if (begin == end) return;
-  Tensor narrow = backend.cast(wide.rows(begin, end), DType::kBF16, Category::kComm, name);
+  Tensor narrow = backend.cast(wide.rows(begin, end), flat.dtype(), Category::kComm, name);
   Tensor mine = flat.rows(begin, end);
   backend.copy(narrow, mine);
 }

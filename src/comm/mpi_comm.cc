@@ -87,7 +87,7 @@ class MpiComm final : public Communicator {
       reduce_floats(static_cast<float*>(tensor.raw()), tensor.numel());
       return;
     }
-    HR_CHECK(tensor.dtype() == DType::kBF16, "all_reduce_sum takes fp32 or bf16");
+    HR_CHECK(is_half(tensor.dtype()), "all_reduce_sum takes fp32, bf16 or fp16");
     reduce_through_fp32_buffer(backend, tensor, tag, [&](Tensor& wide) {
       reduce_floats(static_cast<float*>(wide.raw()), wide.numel());
     });
@@ -101,7 +101,7 @@ class MpiComm final : public Communicator {
       reduce_scatter_floats(static_cast<float*>(flat.raw()), flat.numel(), counts);
       return;
     }
-    HR_CHECK(flat.dtype() == DType::kBF16, "reduce_scatter_sum_in_place takes fp32 or bf16");
+    HR_CHECK(is_half(flat.dtype()), "reduce_scatter_sum_in_place takes fp32, bf16 or fp16");
     const auto [begin, end] = piece_of(counts, rank_);
     reduce_scatter_through_fp32_buffer(backend, flat, begin, end, tag, [&](Tensor& wide) {
       reduce_scatter_floats(static_cast<float*>(wide.raw()), wide.numel(), counts);
@@ -130,9 +130,9 @@ class MpiComm final : public Communicator {
 
   void all_gather_in_place(Tensor& flat, std::span<const int64_t> counts) override {
     HR_CHECK(static_cast<int>(counts.size()) == size_, "one count per rank");
-    HR_CHECK(flat.dtype() == DType::kF32 || flat.dtype() == DType::kBF16,
-             "all_gather_in_place takes fp32 or bf16");
-    // bf16 travels as its 16 bits: gathering adds nothing up.
+    HR_CHECK(flat.dtype() == DType::kF32 || is_half(flat.dtype()),
+             "all_gather_in_place takes fp32, bf16 or fp16");
+    // bf16 and fp16 travel as their 16 bits: gathering adds nothing up.
     MPI_Datatype type = flat.dtype() == DType::kF32 ? MPI_FLOAT : MPI_UINT16_T;
     std::vector<int> count(counts.size()), displacement(counts.size());
     int64_t offset = 0;

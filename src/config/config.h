@@ -25,7 +25,7 @@ namespace headroom {
 // Floating-point storage types a user can pick for weights, logits and the
 // optimizer's master copy. Kept here (not tensor/dtype.h) because config sits
 // beside util, below the tensor layer.
-enum class Precision : uint8_t { kFp32, kBf16 };
+enum class Precision : uint8_t { kFp32, kBf16, kFp16 };
 
 struct RunSection {
   enum class Backend : uint8_t { kCpu, kCuda, kMeta };
@@ -195,6 +195,12 @@ struct OptimizerSection {
   // exit 4; 0 = never stop early (a run none of whose steps was finite still
   // exits 4).
   int64_t max_nonfinite_steps = 10;
+  // The loss is multiplied by this before backward and the gradients divided
+  // by it before the update (fp16's small gradients would flush to zero):
+  // a constant >= 1 (1: no scaling), or 0 for "dynamic", PyTorch's
+  // GradScaler (start 65536, x2 after 2000 steps without overflow, x0.5 and
+  // the step skipped on an inf or NaN gradient).
+  double loss_scale = 1.0;
 
   bool operator==(const OptimizerSection&) const = default;
 };
@@ -240,7 +246,7 @@ template <class E>
 struct EnumNames {};
 template <>
 struct EnumNames<Precision> {
-  static constexpr std::array<std::string_view, 2> kNames = {"fp32", "bf16"};
+  static constexpr std::array<std::string_view, 3> kNames = {"fp32", "bf16", "fp16"};
 };
 template <>
 struct EnumNames<ModelSection::Quantization> {

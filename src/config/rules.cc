@@ -56,9 +56,9 @@ std::vector<ConfigRule> build_rules() {
          // A master copy less precise than the weights it updates would round
          // away the very updates the weights could hold.
          if (c.optimizer.master_dtype == OptimizerSection::Master::kBf16 &&
-             c.model.dtype == Precision::kFp32)
-           return std::string(
-               "\"bf16\" requires model.dtype = \"bf16\", got model.dtype = \"fp32\"");
+             c.model.dtype != Precision::kBf16)
+           return "\"bf16\" requires model.dtype = \"bf16\", got model.dtype = \"" +
+                  std::string(name_of(c.model.dtype)) + "\"";
          return std::nullopt;
        }},
       {"model.quantization", "lora.enabled",
@@ -93,14 +93,15 @@ std::vector<ConfigRule> build_rules() {
                "model.quantization = \"nf4\" or model.double_quant = false");
          return std::nullopt;
        }},
-      {"loss.logits_dtype", "model.dtype",
-       "loss.logits_dtype = \"bf16\" requires model.dtype = \"bf16\"",
+      {"loss.logits_dtype", "model.dtype", "loss.logits_dtype is \"fp32\" or model.dtype",
        [](const ExperimentConfig& c) -> Complaint {
          // Upcasting is the knob (seed 001's float16_to_fp32); narrowing the
-         // logits of an fp32 model would only lose precision.
-         if (c.loss.logits_dtype == Precision::kBf16 && c.model.dtype == Precision::kFp32)
-           return std::string(
-               "\"bf16\" requires model.dtype = \"bf16\", got model.dtype = \"fp32\"");
+         // logits of an fp32 model, or to another 16-bit type, would only
+         // lose precision.
+         if (c.loss.logits_dtype != Precision::kFp32 && c.loss.logits_dtype != c.model.dtype)
+           return "\"" + std::string(name_of(c.loss.logits_dtype)) +
+                  "\" requires model.dtype = \"" + std::string(name_of(c.loss.logits_dtype)) +
+                  "\", got model.dtype = \"" + std::string(name_of(c.model.dtype)) + "\"";
          return std::nullopt;
        }},
       {"batch.seq_len", "batch.micro_batch_size",

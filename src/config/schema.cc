@@ -377,6 +377,35 @@ ConfigKey activation_checkpointing() {
                   set, get);
 }
 
+// "dynamic" = 0, or a constant >= 1 (OptimizerSection::loss_scale).
+ConfigKey loss_scale() {
+  const std::string expected = "expected \"dynamic\" or a float >= 1 (at most 2^24), got ";
+  auto set = [=](ExperimentConfig& c, const toml::node& node) -> Complaint {
+    if (const auto* text = node.as_string()) {
+      if (text->get() != "dynamic") return expected + quote_excerpt(text->get());
+      c.optimizer.loss_scale = 0;
+      return std::nullopt;
+    }
+    const std::optional<double> v = as_number(node);
+    if (!v || !(*v >= 1.0 && *v <= 16777216.0)) return expected + toml_render(node);
+    c.optimizer.loss_scale = *v;
+    return std::nullopt;
+  };
+  auto get = [](const ExperimentConfig& c) {
+    return c.optimizer.loss_scale == 0 ? toml_quote("dynamic") : toml_float(c.optimizer.loss_scale);
+  };
+  return make_key(
+      "optimizer.loss_scale", "\"dynamic\" or float >= 1",
+      "Loss scaling for fp16 (model.dtype = \"fp16\"), whose gradients below 2^-24 flush to zero: "
+      "the loss gradient is multiplied by the scale and the gradients divided by it before "
+      "clipping and the update. A constant (1 = none): a step with an inf or NaN gradient is "
+      "skipped and counts towards optimizer.max_nonfinite_steps. \"dynamic\": PyTorch's "
+      "GradScaler, starting at 65536, doubled after 2000 steps in a row without overflow, halved "
+      "on an overflow, whose step is skipped and not counted. The scale of each step is in the "
+      "trace (/steps loss_scale).",
+      set, get);
+}
+
 // The projections of a Llama/Qwen block, by their Hugging Face module names.
 const std::vector<std::string_view> kLoraTargets = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                                     "gate_proj", "up_proj", "down_proj"};
@@ -553,7 +582,10 @@ std::vector<ConfigKey> build_schema() {
              "safetensors file or folder with Hugging Face tensor names; \"\" = random "
              "initialization from model.seed.",
              path_or_empty),
-      choice(HR_FIELD(model.dtype), "Storage type of the weights, activations and gradients."),
+      choice(HR_FIELD(model.dtype),
+             "Storage type of the weights, activations and gradients (math is fp32 inside every "
+             "op). \"fp16\" overflows past 65504 and flushes below 2^-24: use "
+             "optimizer.loss_scale = \"dynamic\" with it."),
       integer(HR_FIELD(model.seed), 0, kNoMax,
               "Seed of the random initialization when model.weights is \"\"."),
       choice(HR_FIELD(model.quantization),
@@ -727,15 +759,16 @@ std::vector<ConfigKey> build_schema() {
       number(HR_FIELD(optimizer.grad_clip), kNonNegative,
              "Clip the global gradient norm to this; 0 = no clipping."),
       choice(HR_FIELD(optimizer.master_dtype),
-             "The copy of bf16 weights the update is made on: \"fp32\" (mixed precision, 4 "
-             "bytes per parameter), \"bf16\" (a bf16 copy, 2 bytes), \"none\" (the bf16 "
-             "weights are updated in place, rounded to nearest once per step; 0 bytes). The "
-             "moments stay fp32 either way. fp32 weights are their own master: \"none\" is "
-             "\"fp32\" for them."),
+             "The copy of bf16 or fp16 weights the update is made on: \"fp32\" (mixed "
+             "precision, 4 bytes per parameter), \"bf16\" (a bf16 copy of bf16 weights, 2 "
+             "bytes), \"none\" (the 16-bit weights are updated in place, rounded to nearest "
+             "once per step; 0 bytes). The moments stay fp32 either way. fp32 weights are their "
+             "own master: \"none\" is \"fp32\" for them."),
       integer(HR_FIELD(optimizer.max_nonfinite_steps), 0, kNoMax,
               "Consecutive steps skipped for a non-finite loss or gradient after which the run "
               "stops with exit code 4; 0 = never stop early. A run none of whose steps was "
               "finite exits 4 either way."),
+      loss_scale(),
 
       // [schedule]
       integer(HR_FIELD(schedule.warmup_steps), 0, kNoMax,

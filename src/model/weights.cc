@@ -84,23 +84,9 @@ void convert(const std::vector<char>& raw, SafetensorsDType from, DType to, int6
         return to_float(v);
       }
       case SafetensorsDType::kF16: {
-        uint16_t h;
-        std::memcpy(&h, raw.data() + i * 2, 2);
-        // IEEE half -> float, subnormals and inf/NaN included.
-        const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
-        uint32_t bits;
-        if (exp == 0) {
-          float f = static_cast<float>(mant) * (1.0f / 16777216.0f);  // mant * 2^-24
-          std::memcpy(&bits, &f, 4);
-          bits |= sign;
-        } else if (exp == 31) {
-          bits = sign | 0x7f800000u | (mant << 13);
-        } else {
-          bits = sign | ((exp + 112) << 23) | (mant << 13);
-        }
-        float v;
-        std::memcpy(&v, &bits, 4);
-        return v;
+        f16 v;
+        std::memcpy(&v.bits, raw.data() + i * 2, 2);
+        return to_float(v);  // subnormals and inf/NaN included
       }
       default:
         break;
@@ -111,6 +97,9 @@ void convert(const std::vector<char>& raw, SafetensorsDType from, DType to, int6
     const float v = load(i);
     if (to == DType::kF32) {
       std::memcpy(out.data() + i * 4, &v, 4);
+    } else if (to == DType::kF16) {
+      f16 h = to_f16(v);
+      std::memcpy(out.data() + i * 2, &h.bits, 2);
     } else {
       bf16 b = to_bf16(v);
       std::memcpy(out.data() + i * 2, &b.bits, 2);
@@ -188,7 +177,9 @@ std::string hf_config_json(const ModelConfig& c, DType dtype) {
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["attention_bias"] = c.attention_bias;
-  j["torch_dtype"] = dtype == DType::kBF16 ? "bfloat16" : "float32";
+  j["torch_dtype"] = dtype == DType::kBF16  ? "bfloat16"
+                     : dtype == DType::kF16 ? "float16"
+                                            : "float32";
   return j.dump(2) + "\n";
 }
 

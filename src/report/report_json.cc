@@ -29,7 +29,7 @@ json steps_json(const std::vector<StepRecord>& steps) {
   for (const char* k :
        {"step", "loss", "grad_norm", "lr", "tokens", "padded_tokens", "micro_batches",
         "longest_sample", "peak_allocated", "peak_reserved", "step_seconds", "tokens_per_second",
-        "skipped", "truncated_samples", "padding_fraction"})
+        "skipped", "truncated_samples", "padding_fraction", "loss_scale"})
     s[k] = json::array();
   for (const StepRecord& r : steps) {
     s["step"].push_back(r.step);
@@ -47,6 +47,7 @@ json steps_json(const std::vector<StepRecord>& steps) {
     s["skipped"].push_back(r.skipped);
     s["truncated_samples"].push_back(r.truncated_samples);
     s["padding_fraction"].push_back(number(r.padding_fraction));
+    s["loss_scale"].push_back(number(r.loss_scale));
   }
   return s;
 }

@@ -31,6 +31,7 @@ struct TraceReader::Impl {
   Hid phase_peaks;
   bool events_recorded = true;
   bool has_padding_fraction = true;  // /steps of traces before it lack the column
+  bool has_loss_scale = true;        // likewise
 };
 
 namespace {
@@ -136,6 +137,7 @@ TraceReader TraceReader::open(const std::string& path) {
   {
     Hid file_type(check_usage(H5Dget_type(r.steps.get()), path, "cannot read /steps' type"));
     r.has_padding_fraction = H5Tget_member_index(file_type.get(), "padding_fraction") >= 0;
+    r.has_loss_scale = H5Tget_member_index(file_type.get(), "loss_scale") >= 0;
   }
   if (H5Lexists(root, trace_detail::kMemoryGroup, H5P_DEFAULT) <= 0)
     not_a_trace(path, "no /memory");
@@ -167,12 +169,14 @@ std::vector<StepRecord> TraceReader::steps() const {
   hsize_t n = hdf5::num_rows(r.steps.get(), r.path, trace_detail::kStepsTable);
   std::vector<trace_detail::StepRow> rows(n);
   const double unknown = std::numeric_limits<double>::quiet_NaN();
-  for (trace_detail::StepRow& row : rows)
+  for (trace_detail::StepRow& row : rows) {
     row.padding_fraction = unknown;
-  hdf5::read_rows(
-      r.steps.get(),
-      r.has_padding_fraction ? r.types.step_mem.get() : r.types.step_mem_before_padding.get(),
-      rows.data(), 0, n, r.path, trace_detail::kStepsTable);
+    row.loss_scale = 1.0;  // before the column, nothing was scaled
+  }
+  const hid_t type = !r.has_padding_fraction ? r.types.step_mem_before_padding.get()
+                     : !r.has_loss_scale     ? r.types.step_mem_before_loss_scale.get()
+                                             : r.types.step_mem.get();
+  hdf5::read_rows(r.steps.get(), type, rows.data(), 0, n, r.path, trace_detail::kStepsTable);
   std::vector<StepRecord> out;
   out.reserve(n);
   for (const trace_detail::StepRow& row : rows) {
@@ -192,6 +196,7 @@ std::vector<StepRecord> TraceReader::steps() const {
         .skipped = row.skipped != 0,
         .truncated_samples = row.truncated_samples,
         .padding_fraction = row.padding_fraction,
+        .loss_scale = row.loss_scale,
     });
   }
   return out;

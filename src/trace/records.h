@@ -51,6 +51,9 @@ struct StepRecord {
   // Padding tokens / padded_tokens (0 when packed). NaN when read from a
   // trace written before the column existed (it cannot be recovered).
   double padding_fraction = 0;
+  // The loss scale this step's gradients carried (optimizer.loss_scale; 1
+  // without scaling, and in traces written before the column existed).
+  double loss_scale = 1;
 
   bool operator==(const StepRecord&) const = default;
 };

@@ -115,7 +115,7 @@ TraceTypes make_trace_types() {
                               });
   t.event_file = packed_copy(t.event_mem);
 
-  // Every member but padding_fraction, which a newer headroom added.
+  // Every member but padding_fraction and loss_scale, which newer headrooms added.
   const std::initializer_list<Member> step_members = {
       {"step", offsetof(StepRow, step), H5T_NATIVE_INT64},
       {"loss", offsetof(StepRow, loss), H5T_NATIVE_DOUBLE},
@@ -133,10 +133,17 @@ TraceTypes make_trace_types() {
       {"truncated_samples", offsetof(StepRow, truncated_samples), H5T_NATIVE_INT64},
   };
   t.step_mem_before_padding = make_compound(sizeof(StepRow), step_members);
+  t.step_mem_before_loss_scale = make_compound(sizeof(StepRow), step_members);
+  checked(H5Tinsert(t.step_mem_before_loss_scale.get(), "padding_fraction",
+                    offsetof(StepRow, padding_fraction), H5T_NATIVE_DOUBLE),
+          "H5Tinsert");
   t.step_mem = make_compound(sizeof(StepRow), step_members);
   checked(H5Tinsert(t.step_mem.get(), "padding_fraction", offsetof(StepRow, padding_fraction),
                     H5T_NATIVE_DOUBLE),
           "H5Tinsert");
+  checked(
+      H5Tinsert(t.step_mem.get(), "loss_scale", offsetof(StepRow, loss_scale), H5T_NATIVE_DOUBLE),
+      "H5Tinsert");
   t.step_file = packed_copy(t.step_mem);
 
   t.phase_peak_mem = make_compound(

@@ -48,7 +48,8 @@ struct StepRow {
   double tokens_per_second;
   int8_t skipped;
   int64_t truncated_samples;
-  double padding_fraction;  // last: older traces lack it (step_mem_before_padding)
+  double padding_fraction;  // older traces lack it (step_mem_before_padding)
+  double loss_scale;        // last: older traces lack it (step_mem_before_loss_scale)
 };
 
 struct PhasePeakRow {
@@ -84,8 +85,10 @@ struct TraceTypes {
   hdf5::Hid string;    // variable-length UTF-8
   hdf5::Hid event_mem, event_file;
   hdf5::Hid step_mem, step_file;
-  // /steps of traces written before padding_fraction: StepRow less it.
+  // /steps of traces written before padding_fraction: StepRow less it and
+  // loss_scale; before loss_scale: StepRow less it.
   hdf5::Hid step_mem_before_padding;
+  hdf5::Hid step_mem_before_loss_scale;
   hdf5::Hid phase_peak_mem, phase_peak_file;
   hdf5::Hid top_block_mem, top_block_file;
   hdf5::Hid live_mem, live_file;

@@ -310,6 +310,7 @@ void TraceWriter::append_step(const StepRecord& step,
       .skipped = static_cast<int8_t>(step.skipped ? 1 : 0),
       .truncated_samples = step.truncated_samples,
       .padding_fraction = step.padding_fraction,
+      .loss_scale = step.loss_scale,
   });
   for (const PhasePeakRecord& peak : phase_peaks)
     w.phase_peak_buffer.push_back({peak.step, peak.phase, peak.peak_allocated, peak.peak_reserved});

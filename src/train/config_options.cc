@@ -10,6 +10,18 @@ namespace fs = std::filesystem;
 
 namespace headroom {
 
+DType dtype_of(Precision precision) {
+  switch (precision) {
+    case Precision::kBf16:
+      return DType::kBF16;
+    case Precision::kFp16:
+      return DType::kF16;
+    case Precision::kFp32:
+      break;
+  }
+  return DType::kF32;
+}
+
 namespace {
 
 // Values this build parses and validates but cannot run yet.
@@ -52,10 +64,6 @@ AttentionMaskKind attention_mask_of(AttentionSection::Mask mask) {
   return AttentionMaskKind::kDocument;
 }
 
-DType dtype_of(Precision precision) {
-  return precision == Precision::kBf16 ? DType::kBF16 : DType::kF32;
-}
-
 TransformerOptions transformer_options_of(const ExperimentConfig& config) {
   TransformerOptions o;
   o.dtype = dtype_of(config.model.dtype);
@@ -95,6 +103,9 @@ TrainerOptions trainer_options_of(const ExperimentConfig& config) {
       break;
   }
   o.grad_clip = static_cast<float>(config.optimizer.grad_clip);
+  // optimizer.loss_scale: 0 is "dynamic", GradScaler's initial scale.
+  o.dynamic_loss_scale = config.optimizer.loss_scale == 0;
+  o.loss_scale = o.dynamic_loss_scale ? 65536.0 : config.optimizer.loss_scale;
   return o;
 }
 
@@ -392,6 +403,9 @@ std::string to_text(const RunSettings& s) {
   line("trainer.schedule.total_steps", schedule.total_steps);
   line("trainer.schedule.decay", static_cast<int>(schedule.decay));
   line("trainer.grad_clip", s.trainer.grad_clip);
+  line("trainer.loss_scale", s.trainer.loss_scale);
+  line("trainer.dynamic_loss_scale", s.trainer.dynamic_loss_scale);
+  line("trainer.scale_growth_interval", s.trainer.scale_growth_interval);
   line("adamw.beta1", s.adamw.beta1);
   line("adamw.beta2", s.adamw.beta2);
   line("adamw.eps", s.adamw.eps);

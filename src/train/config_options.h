@@ -30,6 +30,9 @@
 
 namespace headroom {
 
+// model.dtype and loss.logits_dtype as the tensor dtype they store.
+DType dtype_of(Precision precision);
+
 // Everything a run takes from its config, as the layers below want it. Each
 // field names the keys it comes from.
 struct RunSettings {

@@ -36,7 +36,7 @@ MergedModel merge_adapters(const ExperimentConfig& config, const std::string& ad
   // model is the base at full precision plus the adapters, as PEFT's
   // merge_and_unload on a reloaded bf16 base gives.
   TransformerOptions model_options;
-  model_options.dtype = config.model.dtype == Precision::kBf16 ? DType::kBF16 : DType::kF32;
+  model_options.dtype = dtype_of(config.model.dtype);
   model_options.lora = lora;
   Transformer model(*backend, model_config, model_options);
   model.init_random(static_cast<uint64_t>(config.model.seed));

@@ -20,7 +20,7 @@ TrainState check_resume(const ExperimentConfig& config, const ModelConfig& model
     if (state.sharded_format) {
       // Every rank file the index names, and the index against this model.
       check_sharded_checkpoint(read_shard_index(resume_dir), transformer_layouts(model),
-                               config.model.dtype == Precision::kBf16 ? DType::kBF16 : DType::kF32);
+                               dtype_of(config.model.dtype));
     } else if (config.lora.enabled) {
       check_adapter(model, lora_options_of(config), resume_dir);
     } else {
@@ -30,7 +30,7 @@ TrainState check_resume(const ExperimentConfig& config, const ModelConfig& model
       // fp32 masters), so a dtype change would fail later with a missing
       // tensor; say what really differs.
       const SafetensorsIndex index = SafetensorsIndex::open(weights);
-      const DType want = config.model.dtype == Precision::kBf16 ? DType::kBF16 : DType::kF32;
+      const DType want = dtype_of(config.model.dtype);
       for (const SafetensorsEntry& entry : index.entries())
         if (to_dtype(entry.dtype) != want)
           throw UsageError("the checkpoint's weights are " +

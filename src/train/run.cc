@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -121,7 +122,13 @@ class NonFiniteCount {
  public:
   explicit NonFiniteCount(int64_t max_run) : max_run_(max_run) {}
 
-  std::string after(const StepRecord& record) {
+  // `overflow`: skipped for a dynamic loss scale's overflow, which is how
+  // that scale finds its level, not a failure: it neither counts nor resets.
+  std::string after(const StepRecord& record, bool overflow) {
+    if (overflow) {
+      ++steps_;
+      return "";
+    }
     if (record.skipped) {
       ++run_;
     } else {
@@ -130,11 +137,18 @@ class NonFiniteCount {
     }
     ++steps_;
     if (max_run_ == 0 || run_ < max_run_) return "";
+    // A finite loss with non-finite gradients under a constant scale: the
+    // scale overflowed fp16, not the model.
+    const bool scale_overflow = std::isfinite(record.loss) && record.loss_scale > 1;
     return std::to_string(run_) + " consecutive steps (to step " + std::to_string(record.step + 1) +
            ") had a non-finite loss or gradient and were skipped: stopping "
            "(optimizer.max_nonfinite_steps = " +
-           std::to_string(max_run_) +
-           "); lower optimizer.lr, check the weights and data, or see the trace's /steps";
+           std::to_string(max_run_) + "); " +
+           (scale_overflow ? "the loss was finite but the gradients overflowed at loss scale " +
+                                 std::to_string(static_cast<int64_t>(record.loss_scale)) +
+                                 ": set optimizer.loss_scale = \"dynamic\" or a smaller constant"
+                           : std::string("lower optimizer.lr, check the weights and data, or see "
+                                         "the trace's /steps"));
   }
   // At the end of a run: "" unless no step at all was finite.
   std::string at_end() const {
@@ -373,6 +387,8 @@ RunResult Run::execute(RunObserver& observer) {
         const TrainState state = load_train_state(optimizer, model.layouts(), s.resume_from, rank,
                                                   world_size, zero.shards_optimizer());
         trainer.restore_counts(state.updates, state.skipped);
+        if (state.loss_scale > 0)
+          trainer.restore_loss_scale(state.loss_scale, state.scale_clean_steps);
         batcher.set_cursor(Cursor{state.data_epoch, state.data_position});
         first_step = state.step;
       } catch (const UsageError& e) {
@@ -415,7 +431,7 @@ RunResult Run::execute(RunObserver& observer) {
         save_trainer_state(
             TrainState{steps_done, trainer.updates(), trainer.skipped_steps(), cursor.epoch,
                        cursor.position, s.save_sharded ? world_size : optimizer_shards,
-                       s.save_sharded},
+                       s.save_sharded, trainer.loss_scale(), trainer.scale_clean_steps()},
             dir);
       result.checkpoint = dir;
       result.checkpoint_seconds.push_back(
@@ -486,7 +502,7 @@ RunResult Run::execute(RunObserver& observer) {
       observer.on_step(
           StepReport{record, first_step, s.steps, elapsed, allocator.stats().peak_allocated});
       if (!planning) {
-        result.message = nonfinite.after(record);
+        result.message = nonfinite.after(record, trainer.overflowed());
         if (!result.message.empty()) {
           result.outcome = RunOutcome::kNonFinite;
           break;

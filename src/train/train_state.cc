@@ -94,6 +94,8 @@ void save_trainer_state(const TrainState& state, const std::string& dir) {
   j["skipped"] = state.skipped;
   j["data_cursor"] = {{"epoch", state.data_epoch}, {"position", state.data_position}};
   j["optimizer_shards"] = state.optimizer_shards;
+  j["loss_scale"] = state.loss_scale;
+  j["loss_scale_clean_steps"] = state.scale_clean_steps;
   if (state.sharded_format) j["format"] = "sharded";
   try {
     write_file_atomically(json_path(dir), j.dump(2) + "\n");
@@ -132,6 +134,13 @@ TrainState read_train_state(const std::string& dir) {
   state.data_position = integer_at(j, "data_cursor.position", path);
   state.optimizer_shards =
       j.contains("optimizer_shards") ? integer_at(j, "optimizer_shards", path) : 1;
+  if (j.contains("loss_scale")) {
+    if (!j["loss_scale"].is_number() || !(j["loss_scale"].get<double>() > 0))
+      throw UsageError(path + ": \"loss_scale\" must be a positive number, got " +
+                       j["loss_scale"].dump());
+    state.loss_scale = j["loss_scale"].get<double>();
+    state.scale_clean_steps = integer_at(j, "loss_scale_clean_steps", path);
+  }
   if (j.contains("format")) {
     if (!j["format"].is_string() || (j["format"] != "sharded" && j["format"] != "consolidated"))
       throw UsageError(path + ": \"format\" must be \"sharded\" or \"consolidated\", got " +

@@ -10,6 +10,7 @@
 //                          optimizer.rank<R>.safetensors, each rank's shards
 //   trainer_state.json     {"step", "updates", "skipped", "data_cursor":
 //                          {"epoch", "position"}, "optimizer_shards",
+//                          "loss_scale", "loss_scale_clean_steps",
 //                          "format_version": 1}, and "format": "sharded"
 //                          in a checkpoint.format = "sharded" folder
 //                          (train/sharded_checkpoint.h: shard.rank<R>.
@@ -36,6 +37,11 @@ struct TrainState {
   int64_t data_position = 0;
   int64_t optimizer_shards = 1;  // optimizer files: 1, or one per rank (ZeRO stage >= 1)
   bool sharded_format = false;   // checkpoint.format = "sharded" wrote it
+  // The loss scale the next step uses and the updates since it last changed
+  // (optimizer.loss_scale; trainer.h). 0: not recorded (a checkpoint from
+  // before loss scaling, which had none): the run starts from its config's.
+  double loss_scale = 0;
+  int64_t scale_clean_steps = 0;
 
   bool operator==(const TrainState&) const = default;
 };

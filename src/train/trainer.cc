@@ -26,7 +26,8 @@ Trainer::Trainer(Backend& backend, Transformer& model, AdamW& optimizer,
       optimizer_(optimizer),
       options_(options),
       zero_(zero),
-      comm_(zero.comm()) {}
+      comm_(zero.comm()),
+      scale_(options.loss_scale) {}
 
 Trainer::Trainer(Backend& backend, Transformer& model, AdamW& optimizer,
                  const TrainerOptions& options)
@@ -37,7 +38,8 @@ Trainer::Trainer(Backend& backend, Transformer& model, AdamW& optimizer,
       single_(make_single_rank_comm()),
       own_zero_(adopting_zero(backend, model, *single_)),
       zero_(*own_zero_),
-      comm_(*single_) {}
+      comm_(*single_),
+      scale_(options.loss_scale) {}
 
 StepRecord Trainer::step(int64_t step, const std::vector<Batch>& micro_batches) {
   Allocator& allocator = backend_.allocator();
@@ -73,8 +75,12 @@ StepRecord Trainer::step(int64_t step, const std::vector<Batch>& micro_batches) 
   // the same micro-batches.
   double global_counted[1] = {static_cast<double>(counted)};
   comm_.all_reduce_sum(global_counted);
+  // d(loss)/d(loss_sum), times the loss scale: the gradients carry it until
+  // the norm, the clip and the update divide it out.
+  const double scale = scale_;
+  record.loss_scale = scale;
   const float loss_scale =
-      global_counted[0] > 0 ? static_cast<float>(1.0 / global_counted[0]) : 0.0f;
+      global_counted[0] > 0 ? static_cast<float>(scale / global_counted[0]) : 0.0f;
   for (size_t i = 0; i < micro_batches.size(); ++i) {
     const Batch& b = micro_batches[i];
     // Randomness (LoRA dropout) per step, rank and micro-batch: a resumed
@@ -97,25 +103,43 @@ StepRecord Trainer::step(int64_t step, const std::vector<Batch>& micro_batches) 
   double loss_total[1] = {static_cast<double>(loss_host)};
   comm_.all_reduce_sum(loss_total);
   record.loss = global_counted[0] > 0 ? loss_total[0] / global_counted[0] : 0.0;
-  const double norm = std::sqrt(zero_.grad_sum_of_squares());
+  const double norm = std::sqrt(zero_.grad_sum_of_squares()) / scale;
   record.grad_norm = norm;
   record.lr = options_.schedule.at(step);
 
+  overflowed_ = false;
   if (!std::isfinite(record.loss) || !std::isfinite(norm)) {
     record.skipped = true;
     ++skipped_;
-    log::warn("step " + std::to_string(step) + ": non-finite loss (" + std::to_string(record.loss) +
-              ") or gradient norm (" + std::to_string(norm) + "): update skipped");
+    // GradScaler's update: an inf or NaN gradient under a dynamic scale
+    // halves it; the forward's own non-finite loss is no overflow.
+    overflowed_ = options_.dynamic_loss_scale && std::isfinite(record.loss);
+    if (overflowed_) {
+      scale_ = scale * 0.5;
+      clean_steps_ = 0;
+      log::info("step " + std::to_string(step) + ": gradient overflow at loss scale " +
+                std::to_string(scale) + ": update skipped, scale halved");
+    } else {
+      log::warn("step " + std::to_string(step) + ": non-finite loss (" +
+                std::to_string(record.loss) + ") or gradient norm (" + std::to_string(norm) +
+                "): update skipped");
+    }
   } else {
-    const float clip = options_.grad_clip > 0 && norm > options_.grad_clip
-                           ? static_cast<float>(options_.grad_clip / (norm + 1e-6))
-                           : 1.0f;
+    const double clip = options_.grad_clip > 0 && norm > options_.grad_clip
+                            ? options_.grad_clip / (norm + 1e-6)
+                            : 1.0;
     std::vector<Tensor> grad_shards;
     for (size_t g = 0; g < zero_.num_groups(); ++g)
       grad_shards.push_back(zero_.grad_shard(g));
-    optimizer_.step(grad_shards, static_cast<float>(record.lr), clip, ++updates_);
+    // The scale is divided out inside the update, with the clip.
+    optimizer_.step(grad_shards, static_cast<float>(record.lr), static_cast<float>(clip / scale),
+                    ++updates_);
     // Each rank updated its own shards: at stages 1-2, put the groups back together.
     zero_.finish_step();
+    if (options_.dynamic_loss_scale && ++clean_steps_ == options_.scale_growth_interval) {
+      scale_ = scale * 2.0;
+      clean_steps_ = 0;
+    }
   }
   zero_.zero_grads();
 

@@ -80,7 +80,8 @@ ExperimentConfig everything_changed() {
                  .weight_decay = 0.0,
                  .grad_clip = 0.5,
                  .master_dtype = OptimizerSection::Master::kBf16,
-                 .max_nonfinite_steps = 3};
+                 .max_nonfinite_steps = 3,
+                 .loss_scale = 0};
   c.schedule = {
       .warmup_steps = 100, .decay = ScheduleSection::Decay::kConstant, .min_lr = 1.0 / 3.0 * 1e-5};
   c.trace = {.memory_events = false, .flush_every = 10};

@@ -126,8 +126,9 @@ TEST(TraceErrors, CreateInMissingFolder) {
   }
 }
 
-// Not an error: a trace written before /steps had padding_fraction reads
-// with every other column intact and the fraction unknown (NaN).
+// Not an error: a trace written before /steps had padding_fraction (and
+// loss_scale) reads with every other column intact, the fraction unknown
+// (NaN) and the scale 1.
 TEST(TraceErrors, StepsWithoutPaddingFractionReadAsUnknown) {
   TempDir dir;
   const std::string path = dir.file("old.h5");
@@ -188,6 +189,7 @@ TEST(TraceErrors, StepsWithoutPaddingFractionReadAsUnknown) {
   EXPECT_EQ(read[0].tokens_per_second, 256.0);
   EXPECT_TRUE(std::isnan(read[0].padding_fraction));
   EXPECT_TRUE(std::isnan(read[1].padding_fraction));
+  EXPECT_EQ(read[0].loss_scale, 1.0) << "before loss scaling, nothing was scaled";
 }
 
 }  // namespace

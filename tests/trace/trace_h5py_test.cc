@@ -41,10 +41,12 @@ assert f.attrs["config_toml"].startswith("[run]")
 steps = f["steps"][:]
 assert steps.dtype.names == ("step", "loss", "grad_norm", "lr", "tokens", "padded_tokens",
     "micro_batches", "longest_sample", "peak_allocated", "peak_reserved", "step_seconds",
-    "tokens_per_second", "skipped", "truncated_samples", "padding_fraction"), steps.dtype.names
+    "tokens_per_second", "skipped", "truncated_samples", "padding_fraction", "loss_scale"), \
+    steps.dtype.names
 assert steps.dtype["skipped"] == np.bool_, steps.dtype["skipped"]
 assert steps["step"].tolist() == [0, 1, 2]
 assert steps["skipped"].tolist() == [False, True, False]
+assert steps["loss_scale"].tolist() == [65536.0, 32768.0, 65536.0], steps["loss_scale"]
 
 events = f["memory/events"]
 assert events.dtype.names == ("seq", "t_ns", "step", "action", "bytes", "address", "category",

@@ -65,6 +65,7 @@ inline StepRecord make_step(int64_t step) {
   s.skipped = step % 2 == 1;
   s.truncated_samples = step % 4;
   s.padding_fraction = 0.125 * static_cast<double>(step % 3);
+  s.loss_scale = 65536.0 / static_cast<double>(1 << (step % 2));
   return s;
 }
 

@@ -128,6 +128,7 @@ std::map<std::string, KeyCase> key_cases(const std::string& hf_a, const std::str
       {"optimizer.kind", {"\"adamw_8bit\""}},
       {"optimizer.master_dtype", {"\"none\"", {"model.dtype=\"bf16\""}}},
       {"optimizer.max_nonfinite_steps", {"3"}},
+      {"optimizer.loss_scale", {"\"dynamic\""}},
 
       {"schedule.warmup_steps", {"2"}},
       {"schedule.decay", {"\"linear\""}},

@@ -168,6 +168,9 @@ TEST_F(RunTest, EveryOptimizerSettingPlansAsItRunsAndResumesBitForBit) {
       {"model.dtype=\"bf16\"", "optimizer.master_dtype=\"none\""},
       {"model.dtype=\"bf16\"", "optimizer.master_dtype=\"bf16\"", "optimizer.kind=\"adamw_8bit\""},
       {"optimizer.kind=\"adamw_8bit\"", "zero.stage=1", "zero.offload_optimizer=true"},
+      // fp16 with GradScaler's dynamic scale: the scale and its clean-step
+      // count come back from the checkpoint.
+      {"model.dtype=\"fp16\"", "optimizer.loss_scale=\"dynamic\""},
       // QLoRA: the NF4 base is quantized again from the same init on resume.
       {"model.quantization=\"nf4\"", "model.double_quant=true", "model.dtype=\"bf16\"",
        "lora.enabled=true", "lora.targets=[\"q_proj\", \"o_proj\", \"down_proj\"]"},
