@@ -198,10 +198,10 @@ int run(int argc, char** argv) {
   const uint64_t seed = argc == 3 ? std::stoull(argv[2]) : 1;
   for (const char* arch : {"llama", "qwen2", "qwen3"})
     for (bool tied : {false, true})
-      for (DType dtype : {DType::kF32, DType::kBF16}) {
+      for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
         const Case c{arch, tied, dtype};
-        const std::string name = std::string(arch) + (tied ? "-tied-" : "-untied-") +
-                                 (dtype == DType::kF32 ? "fp32" : "bf16");
+        const std::string name =
+            std::string(arch) + (tied ? "-tied-" : "-untied-") + std::string(name_of(dtype));
         const std::string dir = root + "/" + name;
         std::filesystem::create_directories(dir);
         dump_case(c, seed, dir);

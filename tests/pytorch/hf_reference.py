@@ -34,7 +34,8 @@ _NUMPY_OF = {"F32": "<f4", "I32": "<i4", "I64": "<i8", "U8": "u1"}
 
 
 def read_safetensors(path):
-    """{name: torch tensor}; BF16 widened exactly and returned as bfloat16."""
+    """{name: torch tensor}; BF16 widened exactly and returned as bfloat16, F16
+    read by numpy's own IEEE half (an independent decoder) as float16."""
     with open(path, "rb") as f:
         data = f.read()
     (n,) = struct.unpack("<Q", data[:8])
@@ -50,6 +51,9 @@ def read_safetensors(path):
         if entry["dtype"] == "BF16":
             bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
             t = torch.from_numpy(bits.view(np.float32).reshape(shape).copy()).to(torch.bfloat16)
+        elif entry["dtype"] == "F16":
+            t = torch.from_numpy(np.frombuffer(raw, dtype="<f2").astype(np.float32).reshape(shape).copy())
+            t = t.to(torch.float16)
         elif entry["dtype"] in _NUMPY_OF:
             t = torch.from_numpy(np.frombuffer(raw, dtype=_NUMPY_OF[entry["dtype"]]).reshape(shape).copy())
         else:

@@ -14,6 +14,11 @@ normalized error max|a - b| / max|b| and the relative L2 error
         runs a bf16 model) both against the reference in float64 on the same
         bf16 weights; headroom's relative L2 error at most BF16_FACTOR times
         PyTorch's own, plus BF16_FLOOR.
+  fp16: headroom-fp16 against the reference in float64 on the same fp16
+        weights. Debian's PyTorch 1.13 has no cpu matmul or silu in float16,
+        so the yardstick is its bf16 run's error on those weights scaled by
+        the ratio of the unit roundoffs, 2^-11 / 2^-8: headroom's relative L2
+        error at most (BF16_FACTOR x PyTorch-bf16's + BF16_FLOOR) / 8.
 Exit status 0 when every case passes, 1 otherwise (a missing torch included).
 
 --mutate breaks one convention of the reference (the check must then fail):
@@ -72,7 +77,9 @@ BF16_FLOOR = 2.0**-10
 
 ARCHS = ("llama", "qwen2", "qwen3")
 HEADS = ("untied", "tied")
-DTYPES = ("fp32", "bf16")
+DTYPES = ("fp32", "bf16", "fp16")
+# fp16 keeps 3 more mantissa bits than bf16: its rounding errors are 8x smaller.
+FP16_OVER_BF16 = 2.0**-3
 
 
 def rel_l2(a, b):
@@ -172,6 +179,7 @@ def compare_case(case_dir, dtype_name, mutation):
     counted = batch[3] >= 0
 
     exact_loss, exact_tokens, exact_grads = run_reference(config, weights, torch.float64, batch, mutation)
+    # fp16: PyTorch's bf16 run is the yardstick (no fp16 matmul on its cpu).
     low = torch.float32 if dtype_name == "fp32" else torch.bfloat16
     pt_loss, pt_tokens, pt_grads = run_reference(config, weights, low, batch, mutation)
 
@@ -192,8 +200,10 @@ def compare_case(case_dir, dtype_name, mutation):
         l_hr, l_pt = rel_l2(hr, exact), rel_l2(pt, exact)
         if dtype_name == "fp32":
             ok = m_hr <= FP32_TOLERANCE
-        else:
+        elif dtype_name == "bf16":
             ok = l_hr <= BF16_FACTOR * l_pt + BF16_FLOOR
+        else:
+            ok = l_hr <= FP16_OVER_BF16 * (BF16_FACTOR * l_pt + BF16_FLOOR)
         rows.append((label, exact.double().abs().max().item(), m_hr, m_pt, l_hr, l_pt, ok))
     return rows
 
@@ -218,7 +228,8 @@ def print_summary(results):
     """One line per case: the gated error (fp32: normalized, bf16: relative
     L2) of the loss, the per-token loss and the worst gradient, headroom then
     pytorch, and the gradient where headroom is furthest behind pytorch."""
-    print("\nsummary (fp32: max|x-ref|/max|ref|; bf16: ||x-ref||/||ref||), each headroom then pytorch")
+    print("\nsummary (fp32: max|x-ref|/max|ref|; bf16, fp16: ||x-ref||/||ref||), each headroom then "
+          "pytorch (fp16: pytorch in bf16)")
     print(f"{'case':18s} {'loss':>19s} {'token_loss':>19s} {'worst gradient':>19s}  worst hr/pt gradient ratio  fails")
     for case, dtype_name, rows in results:
         g = 2 if dtype_name == "fp32" else 4
@@ -259,7 +270,8 @@ def main():
         print(f"torch {torch.__version__}, BLAS {blas_in_use()}; seed {args.seed}, mutation {args.mutate}")
         print(
             f"ref = the reference in float64; fp32: headroom max|x-ref|/max|ref| <= {FP32_TOLERANCE:g}; "
-            f"bf16: headroom ||x-ref||/||ref|| <= {BF16_FACTOR:g} x pytorch-bf16's + {BF16_FLOOR:g}"
+            f"bf16: headroom ||x-ref||/||ref|| <= {BF16_FACTOR:g} x pytorch-bf16's + {BF16_FLOOR:g}; "
+            f"fp16: the bf16 bound x {FP16_OVER_BF16:g}"
         )
         results, failures = [], 0
         for arch in ARCHS:
