@@ -94,8 +94,10 @@ void save_trainer_state(const TrainState& state, const std::string& dir) {
   j["skipped"] = state.skipped;
   j["data_cursor"] = {{"epoch", state.data_epoch}, {"position", state.data_position}};
   j["optimizer_shards"] = state.optimizer_shards;
-  j["loss_scale"] = state.loss_scale;
-  j["loss_scale_clean_steps"] = state.scale_clean_steps;
+  if (state.loss_scale > 0) {
+    j["loss_scale"] = state.loss_scale;
+    j["loss_scale_clean_steps"] = state.scale_clean_steps;
+  }
   if (state.sharded_format) j["format"] = "sharded";
   try {
     write_file_atomically(json_path(dir), j.dump(2) + "\n");

@@ -289,7 +289,7 @@ TEST(MetaParity, DropoutRejectedCallsSayTheSameAndAllocateNothing) {
               Tensor x = be.empty({4}, DType::kI32, Category::kActivation, "ids");
               be.dropout(x, 0.1f, 1, x);
             }),
-            "dropout: x 'ids' int32 [4] must be fp32 or bf16");
+            "dropout: x 'ids' int32 [4] must be fp32, bf16 or fp16");
   EXPECT_EQ(rejected_alike([](Backend& be) {
               Tensor x = be.empty({8, 8}, DType::kF32, Category::kActivation, "x");
               Tensor in = x.rows(0, 4), shifted = x.rows(2, 6);
