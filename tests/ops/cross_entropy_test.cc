@@ -370,7 +370,8 @@ TEST(MetaParity, CrossEntropyRejectsTheSameCalls) {
          auto o = operands(be, 4, DType::kI32, DType::kI32);
          be.cross_entropy_forward(o.logits, o.targets, o.lse, o.loss_sum);
        },
-       "cross_entropy_forward: logits 'loss.chunk.1.logits' int32 [4, 9] must be fp32, bf16 or fp16"},
+       "cross_entropy_forward: logits 'loss.chunk.1.logits' int32 [4, 9] must be fp32, bf16 or "
+       "fp16"},
       {[&](Backend& be) {
          auto o = operands(be, 4, DType::kF32, DType::kI32);
          Tensor wide = be.empty({2}, DType::kF32, Category::kActivation, "loss.sum");
