@@ -27,13 +27,15 @@ struct bf16 {
   uint16_t bits;
 };
 
-// Round to nearest even, as PyTorch and oneDNN do; NaN stays NaN.
+// Round to nearest even, as PyTorch and oneDNN do; NaN stays NaN (quiet).
+// Both results are computed and one selected, without a branch, so a loop
+// storing bf16 vectorizes (a branch here kept every kernel's store scalar).
 inline bf16 to_bf16(float value) {
   uint32_t u;
   std::memcpy(&u, &value, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return bf16{static_cast<uint16_t>((u >> 16) | 0x40)};
-  uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
-  return bf16{static_cast<uint16_t>((u + rounding) >> 16)};
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return bf16{static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded)};
 }
 
 inline float to_float(bf16 value) {

@@ -22,9 +22,10 @@
 // FlashAttention-2's 5, in exchange for no atomics and no dq partials).
 // Allocates: forward nothing; backward attention.delta (H, T) fp32,
 // workspace, held for the call (attention_checks.h). Tile buffers are on the
-// stack, at most ~640 KiB per thread (kMaxAttentionBlockSize / HeadDim).
+// stack, at most ~896 KiB per thread (kMaxAttentionBlockSize / HeadDim).
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "backend/attention_checks.h"
 #include "backend/common/attention_tiles.h"
@@ -137,6 +138,31 @@ HR_ATTENTION_INLINE void visible_columns(const TileSpan& s, TileKind kind, const
   }
 }
 
+// A (rows x cols) block of rows `stride` apart, as fp32 the tile products
+// can read with plain vector loads and broadcasts: fp32 is read in place;
+// bf16 and fp16 are widened once into `buffer` (exact), so the products'
+// inner loops never convert. Sets `ld` to the stride of what it returns.
+template <typename T>
+HR_ATTENTION_INLINE const float* as_fp32_rows(const T* src, int64_t stride, int64_t rows,
+                                              int64_t cols, float* buffer, int64_t& ld) {
+  if constexpr (std::is_same_v<T, float>) {
+    ld = stride;
+    return src;
+  } else {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; c += 8) {
+        if (c + 8 <= cols) {
+          store8(buffer + r * cols + c, load8(src + r * stride + c));
+        } else {
+          for (int64_t x = c; x < cols; ++x)
+            buffer[r * cols + x] = widen(src[r * stride + x]);
+        }
+      }
+    ld = cols;
+    return buffer;
+  }
+}
+
 // ---- forward: one (head h, query tile i) ----
 // Scores are computed keys-by-queries, s_t = K q^T, against q transposed once
 // for the whole item, so the softmax runs over eight queries at a time and
@@ -146,9 +172,10 @@ template <typename T>
 HR_ATTENTION_INLINE void forward_item(const Problem<T>& p, int64_t h, int64_t i) {
   const AttentionDims& d = p.dims;
   const int64_t dim = d.head_dim, g = h / d.group();
-  float q_t[kMaxD * kMaxB];  // the query tile transposed, [D][ld]
-  float acc[kMaxB * kMaxD];  // unnormalized output, [nq][D]
-  float s_t[kMaxB * kMaxB];  // scores, then probabilities, [nk][ld]
+  float q_t[kMaxD * kMaxB];                                // the query tile transposed, [D][ld]
+  float acc[kMaxB * kMaxD];                                // unnormalized output, [nq][D]
+  float s_t[kMaxB * kMaxB];                                // scores, then probabilities, [nk][ld]
+  float k_buffer[kMaxB * kMaxD], v_buffer[kMaxB * kMaxD];  // half k, v widened
   float max[kMaxB], sum[kMaxB], rescale[kMaxB];
   KeyInterval keys[kMaxB];
   int32_t lo[kMaxB], hi[kMaxB];
@@ -167,10 +194,13 @@ HR_ATTENTION_INLINE void forward_item(const Problem<T>& p, int64_t h, int64_t i)
   for (int64_t j = plan.first_key_tile[i]; j <= plan.last_key_tile[i]; ++j) {
     const TileKind kind = plan.kind(i, j);
     const TileSpan t = span_of(d, i, j);
-    const T* k = p.k + t.k0 * p.kv_stride + g * dim;
-    const T* v = p.v + t.k0 * p.kv_stride + g * dim;
+    int64_t k_ld, v_ld;
+    const float* k =
+        as_fp32_rows(p.k + t.k0 * p.kv_stride + g * dim, p.kv_stride, t.nk, dim, k_buffer, k_ld);
+    const float* v =
+        as_fp32_rows(p.v + t.k0 * p.kv_stride + g * dim, p.kv_stride, t.nk, dim, v_buffer, v_ld);
     visible_columns(t, kind, keys, ld, lo, hi);
-    tile_gemm(t.nk, ld, dim, k, p.kv_stride, 1, q_t, ld, s_t, ld, false);
+    tile_gemm(t.nk, ld, dim, k, k_ld, 1, q_t, ld, s_t, ld, false);
     softmax_update_by_columns(s_t, t.nk, ld, lo, hi, p.scale, max, sum, rescale);
     for (int64_t r = 0; r < t.nq; ++r) {
       const float factor = rescale[r];
@@ -181,7 +211,7 @@ HR_ATTENTION_INLINE void forward_item(const Problem<T>& p, int64_t h, int64_t i)
         acc_row[c] *= factor;
     }
     // acc += P v, with P read transposed out of s_t: A(r, c) = s_t[c][r].
-    tile_gemm(t.nq, dim, t.nk, s_t, 1, ld, v, p.kv_stride, acc, dim, true);
+    tile_gemm(t.nq, dim, t.nk, s_t, 1, ld, v, v_ld, acc, dim, true);
   }
 
   // Every row saw its own key (attention_mask.h), so its maximum's term is
@@ -208,6 +238,7 @@ HR_ATTENTION_INLINE void backward_dq_item(const Problem<T>& p, int64_t h, int64_
   float acc[kMaxB * kMaxD];   // dq / scale, [nq][D]
   float s_t[kMaxB * kMaxB];   // scores, then dS, [nk][ld]
   float dp_t[kMaxB * kMaxB];  // V dO^T, [nk][ld]
+  float k_buffer[kMaxB * kMaxD], v_buffer[kMaxB * kMaxD];  // half k, v widened
   float lse[kMaxB], delta[kMaxB];
   KeyInterval keys[kMaxB];
   int32_t lo[kMaxB], hi[kMaxB];
@@ -228,14 +259,17 @@ HR_ATTENTION_INLINE void backward_dq_item(const Problem<T>& p, int64_t h, int64_
   for (int64_t j = plan.first_key_tile[i]; j <= plan.last_key_tile[i]; ++j) {
     const TileKind kind = plan.kind(i, j);
     const TileSpan t = span_of(d, i, j);
-    const T* k = p.k + t.k0 * p.kv_stride + g * dim;
-    const T* v = p.v + t.k0 * p.kv_stride + g * dim;
+    int64_t k_ld, v_ld;
+    const float* k =
+        as_fp32_rows(p.k + t.k0 * p.kv_stride + g * dim, p.kv_stride, t.nk, dim, k_buffer, k_ld);
+    const float* v =
+        as_fp32_rows(p.v + t.k0 * p.kv_stride + g * dim, p.kv_stride, t.nk, dim, v_buffer, v_ld);
     visible_columns(t, kind, keys, ld, lo, hi);
-    tile_gemm(t.nk, ld, dim, k, p.kv_stride, 1, q_t, ld, s_t, ld, false);
-    tile_gemm(t.nk, ld, dim, v, p.kv_stride, 1, do_t, ld, dp_t, ld, false);
+    tile_gemm(t.nk, ld, dim, k, k_ld, 1, q_t, ld, s_t, ld, false);
+    tile_gemm(t.nk, ld, dim, v, v_ld, 1, do_t, ld, dp_t, ld, false);
     score_gradients_by_columns(s_t, dp_t, t.nk, ld, lo, hi, p.scale, lse, delta);
     // acc += dS k, with dS read transposed out of s_t.
-    tile_gemm(t.nq, dim, t.nk, s_t, 1, ld, k, p.kv_stride, acc, dim, true);
+    tile_gemm(t.nq, dim, t.nk, s_t, 1, ld, k, k_ld, acc, dim, true);
   }
 
   for (int64_t r = 0; r < row.nq; ++r) {
@@ -252,12 +286,13 @@ template <typename T>
 HR_ATTENTION_INLINE void backward_dkv_item(const Problem<T>& p, int64_t g, int64_t j) {
   const AttentionDims& d = p.dims;
   const int64_t dim = d.head_dim, ld = round_up8(d.block_size);
-  float k_t[kMaxD * kMaxB];  // key tile transposed, [D][ld]
-  float v_t[kMaxD * kMaxB];  // value tile transposed, [D][ld]
-  float dk[kMaxB * kMaxD];   // dk / scale, [nk][D]
-  float dv[kMaxB * kMaxD];   // [nk][D]
-  float s[kMaxB * kMaxB];    // scores, then P, then dS, [nq][ld]
-  float dp[kMaxB * kMaxB];   // dO V^T, [nq][ld]
+  float k_t[kMaxD * kMaxB];                                 // key tile transposed, [D][ld]
+  float v_t[kMaxD * kMaxB];                                 // value tile transposed, [D][ld]
+  float dk[kMaxB * kMaxD];                                  // dk / scale, [nk][D]
+  float dv[kMaxB * kMaxD];                                  // [nk][D]
+  float s[kMaxB * kMaxB];                                   // scores, then P, then dS, [nq][ld]
+  float dp[kMaxB * kMaxB];                                  // dO V^T, [nq][ld]
+  float q_buffer[kMaxB * kMaxD], do_buffer[kMaxB * kMaxD];  // half q, dO widened
   KeyInterval keys[kMaxB];
 
   const TileSpan column = span_of(d, j, j);
@@ -272,26 +307,29 @@ HR_ATTENTION_INLINE void backward_dkv_item(const Problem<T>& p, int64_t g, int64
     for (int64_t i = plan.first_query_tile[j]; i <= plan.last_query_tile[j]; ++i) {
       const TileKind kind = plan.kind(i, j);
       const TileSpan t = span_of(d, i, j);
-      const T* q = p.q + t.q0 * p.q_stride + h * dim;
-      const T* d_out = p.d_out + t.q0 * p.q_stride + h * dim;
+      int64_t q_ld, do_ld;
+      const float* q =
+          as_fp32_rows(p.q + t.q0 * p.q_stride + h * dim, p.q_stride, t.nq, dim, q_buffer, q_ld);
+      const float* d_out = as_fp32_rows(p.d_out + t.q0 * p.q_stride + h * dim, p.q_stride, t.nq,
+                                        dim, do_buffer, do_ld);
       const float* lse = p.lse + h * d.tokens + t.q0;
       const float* delta = p.delta + h * d.tokens + t.q0;
       if (kind == TileKind::kPartial)
         for (int64_t r = 0; r < t.nq; ++r)
           keys[r] = visible_keys(d.mask, *p.cu_seqlens, t.q0 + r);
-      tile_gemm(t.nq, width, dim, q, p.q_stride, 1, k_t, width, s, ld, false);
-      tile_gemm(t.nq, width, dim, d_out, p.q_stride, 1, v_t, width, dp, ld, false);
+      tile_gemm(t.nq, width, dim, q, q_ld, 1, k_t, width, s, ld, false);
+      tile_gemm(t.nq, width, dim, d_out, do_ld, 1, v_t, width, dp, ld, false);
       for (int64_t r = 0; r < t.nq; ++r) {
         int64_t lo, hi;
         visible_columns(t, kind, keys[r], lo, hi);
         probabilities_row(s + r * ld, width, lo, hi, p.scale, lse[r]);
       }
       // dV += P^T dO: A(c, r) = P[r][c].
-      tile_gemm(t.nk, dim, t.nq, s, 1, ld, d_out, p.q_stride, dv, dim, true);
+      tile_gemm(t.nk, dim, t.nq, s, 1, ld, d_out, do_ld, dv, dim, true);
       for (int64_t r = 0; r < t.nq; ++r)
         score_gradients_row(s + r * ld, dp + r * ld, width, delta[r]);
       // dK += dS^T Q.
-      tile_gemm(t.nk, dim, t.nq, s, 1, ld, q, p.q_stride, dk, dim, true);
+      tile_gemm(t.nk, dim, t.nq, s, 1, ld, q, q_ld, dk, dim, true);
     }
   }
 

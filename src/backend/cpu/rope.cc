@@ -19,12 +19,15 @@
 // approximate to within an ulp), so the result does not depend on the libm.
 // Hugging Face then rounds cos and sin to bf16 for bf16 activations and rounds
 // each product; this keeps them fp32 and rounds x once.
-// Allocates: nothing (inv_freq is D/2 floats of host heap for the call,
-// like oneDNN's descriptors: not device memory; a cuda kernel recomputes it).
+// Allocates: nothing (inv_freq, D/2 floats, and the cos / sin table, at most
+// (T, D/2) floats each, are host heap for the call, like oneDNN's
+// descriptors: not device memory; a cuda kernel recomputes them).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backend/cpu/convert.h"
+#include "backend/cpu/cpu_clones.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 
@@ -43,35 +46,80 @@ std::vector<float> inverse_frequencies(int64_t head_dim, float theta) {
   return inv_freq;
 }
 
-// sign = +1: the rotation; -1: its transpose.
-template <typename T>
-void rotate(T* x, const int32_t* positions, int64_t tokens, int64_t width, int64_t head_dim,
-            const std::vector<float>& inv_freq, float sign) {
-  int64_t half = head_dim / 2, heads = width / head_dim;
-#pragma omp parallel for schedule(static) if (tokens * width >= kMinParallelElements)
+// cos and sin of position * inv_freq[i] for every position 0..max(positions)
+// ((P, D/2) each, fp32, row p for position p), computed once per call: a
+// batch repeats positions (every row and document restarts at 0), and the
+// double-precision cos / sin were most of this op's time when evaluated per
+// token. Falls back to one row per token (`per_token`) when positions run
+// higher than the token count (or below 0), so the table is never larger
+// than x's rows.
+struct AngleTable {
+  std::vector<float> cos, sin;
+  bool per_token = false;
+};
+
+AngleTable angle_table(const int32_t* positions, int64_t tokens, const std::vector<float>& inv_freq,
+                       float sign) {
+  const auto half = static_cast<int64_t>(inv_freq.size());
+  int64_t rows = 0;
+  bool negative = false;
   for (int64_t t = 0; t < tokens; ++t) {
-    float position = static_cast<float>(positions[t]);
-    T* row = x + t * width;
+    rows = std::max<int64_t>(rows, int64_t{positions[t]} + 1);
+    negative = negative || positions[t] < 0;
+  }
+  AngleTable table;
+  table.per_token = negative || rows > tokens;
+  if (table.per_token) rows = tokens;
+  table.cos.resize(static_cast<size_t>(rows * half));
+  table.sin.resize(static_cast<size_t>(rows * half));
+#pragma omp parallel for schedule(static) if (rows * half >= kMinParallelElements / 8)
+  for (int64_t r = 0; r < rows; ++r) {
+    float position = static_cast<float>(table.per_token ? positions[r] : r);
     for (int64_t i = 0; i < half; ++i) {
       float angle = position * inv_freq[static_cast<size_t>(i)];
-      auto c = static_cast<float>(std::cos(static_cast<double>(angle)));
-      float s = sign * static_cast<float>(std::sin(static_cast<double>(angle)));
-      for (int64_t h = 0; h < heads; ++h) {
-        T* first = row + h * head_dim + i;
-        T* second = first + half;
-        float a = widen(*first), b = widen(*second);
-        store(first, a * c - b * s);
-        store(second, b * c + a * s);
+      table.cos[static_cast<size_t>(r * half + i)] =
+          static_cast<float>(std::cos(static_cast<double>(angle)));
+      table.sin[static_cast<size_t>(r * half + i)] =
+          sign * static_cast<float>(std::sin(static_cast<double>(angle)));
+    }
+  }
+  return table;
+}
+
+// Tokens [begin, end) of x rotated by the table (its sin already signed).
+template <typename T>
+HR_CPU_CLONES void rotate_range(T* x, const int32_t* positions, const AngleTable& table,
+                                int64_t begin, int64_t end, int64_t width, int64_t head_dim) {
+  const int64_t half = head_dim / 2, heads = width / head_dim;
+  for (int64_t t = begin; t < end; ++t) {
+    const int64_t r = table.per_token ? t : positions[t];
+    const float* c = table.cos.data() + r * half;
+    const float* s = table.sin.data() + r * half;
+    T* row = x + t * width;
+    for (int64_t h = 0; h < heads; ++h) {
+      T* first = row + h * head_dim;
+      T* second = first + half;
+#pragma omp simd
+      for (int64_t i = 0; i < half; ++i) {
+        float a = widen(first[i]), b = widen(second[i]);
+        store(first + i, a * c[i] - b * s[i]);
+        store(second + i, b * c[i] + a * s[i]);
       }
     }
   }
 }
 
+// sign = +1: the rotation; -1: its transpose.
 void rotate_tensor(Tensor& x, const Tensor& positions, int64_t head_dim, float theta, float sign) {
   std::vector<float> inv_freq = inverse_frequencies(head_dim, theta);
   int64_t tokens = x.size(0), width = x.size(1);
+  const int32_t* p = positions.data<int32_t>();
+  const AngleTable table = angle_table(p, tokens, inv_freq, sign);
   with_floating_type(x.dtype(), [&]<typename T>(T*) {
-    rotate(x.data<T>(), positions.data<int32_t>(), tokens, width, head_dim, inv_freq, sign);
+    T* data = x.data<T>();
+    for_each_thread_range(
+        tokens, tokens * width >= kMinParallelElements,
+        [&](int64_t b, int64_t e) { rotate_range(data, p, table, b, e, width, head_dim); });
   });
 }
 

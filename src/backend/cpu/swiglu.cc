@@ -9,9 +9,11 @@
 // sigmoid(g) = 1 / (1 + exp(-g)) in fp32: exp overflows to inf for g < -88
 // and s becomes 0, silu(g) = g * 0 = -0: no NaN for any finite g.
 // Allocates: nothing.
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/convert.h"
+#include "backend/cpu/cpu_clones.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
 
@@ -19,32 +21,64 @@ namespace headroom {
 
 namespace {
 
-inline float sigmoid(float g) {
-  return 1.0f / (1.0f + std::exp(-g));
+// exp is libm's, one element at a time (no vector variant gives the same
+// bits); everything else runs as vectors over chunks of this many elements,
+// reading the chunk's exp(-g) from a stack buffer.
+constexpr int64_t kChunk = 256;
+
+template <typename T>
+inline __attribute__((always_inline)) void exp_of_negated(const T* gate, int64_t n, float* e) {
+  for (int64_t j = 0; j < n; ++j)
+    e[j] = std::exp(-widen(gate[j]));
+}
+
+template <typename T>
+HR_CPU_CLONES void forward_range(const T* gate, const T* up, T* out, int64_t begin, int64_t end) {
+  float e[kChunk];
+  for (int64_t c0 = begin; c0 < end; c0 += kChunk) {
+    const int64_t n = std::min(kChunk, end - c0);
+    exp_of_negated(gate + c0, n, e);
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) {
+      float g = widen(gate[c0 + j]);
+      float u = widen(up[c0 + j]);
+      float s = 1.0f / (1.0f + e[j]);  // sigmoid(g)
+      store(out + c0 + j, g * s * u);
+    }
+  }
+}
+
+template <typename T>
+HR_CPU_CLONES void backward_range(const T* d_out, const T* gate, const T* up, T* d_gate, T* d_up,
+                                  int64_t begin, int64_t end) {
+  float e[kChunk];
+  for (int64_t c0 = begin; c0 < end; c0 += kChunk) {
+    const int64_t n = std::min(kChunk, end - c0);
+    exp_of_negated(gate + c0, n, e);
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) {
+      float d = widen(d_out[c0 + j]);
+      float g = widen(gate[c0 + j]);
+      float u = widen(up[c0 + j]);
+      float s = 1.0f / (1.0f + e[j]);  // sigmoid(g)
+      float silu = g * s;
+      store(d_gate + c0 + j, d * u * (s * (1.0f + g * (1.0f - s))));
+      store(d_up + c0 + j, d * silu);
+    }
+  }
 }
 
 template <typename T>
 void forward(const T* gate, const T* up, T* out, int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
-  for (int64_t i = 0; i < n; ++i) {
-    float g = widen(gate[i]);
-    float u = widen(up[i]);
-    store(out + i, g * sigmoid(g) * u);
-  }
+  for_each_thread_range(n, n >= kMinParallelElements,
+                        [&](int64_t b, int64_t e) { forward_range(gate, up, out, b, e); });
 }
 
 template <typename T>
 void backward(const T* d_out, const T* gate, const T* up, T* d_gate, T* d_up, int64_t n) {
-#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
-  for (int64_t i = 0; i < n; ++i) {
-    float d = widen(d_out[i]);
-    float g = widen(gate[i]);
-    float u = widen(up[i]);
-    float s = sigmoid(g);
-    float silu = g * s;
-    store(d_gate + i, d * u * (s * (1.0f + g * (1.0f - s))));
-    store(d_up + i, d * silu);
-  }
+  for_each_thread_range(n, n >= kMinParallelElements, [&](int64_t b, int64_t e) {
+    backward_range(d_out, gate, up, d_gate, d_up, b, e);
+  });
 }
 
 }  // namespace

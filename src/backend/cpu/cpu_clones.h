@@ -1,0 +1,44 @@
+// Compiling the cpu kernels' inner loops for the machine they run on, while
+// the binary stays baseline x86-64 so it runs anywhere.
+//
+// HR_CPU_CLONES on a function compiles it twice where the toolchain can: for
+// x86-64-v3 (AVX2 + FMA, what every machine this project runs on has) and
+// for the baseline; the dynamic loader picks one per process by the CPU. The
+// project builds as ISO C++ (no GNU extensions), where GCC does not contract
+// a * b + c into an FMA, and no clone reassociates a sum, so both clones
+// compute the same bits: the wider one only does it 4-8 lanes at a time
+// (bf16 <-> fp32 conversions above all, which SSE2 does one element at a
+// time).
+//
+// An OpenMP region is outlined into a function of its own that a clone does
+// not cover, so a cloned function is the body of a parallel loop, never the
+// function holding the pragma: for_each_thread_range splits the work and
+// calls it once per thread.
+#pragma once
+
+#include <omp.h>
+
+#include <cstdint>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HR_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define HR_CPU_CLONES
+#endif
+
+namespace headroom {
+
+// Calls body(begin, end) once per thread of the team over contiguous,
+// near-equal parts of [0, n) (all of it on the calling thread when not
+// `parallel`). What a part computes may not depend on where it starts.
+template <typename Body>
+void for_each_thread_range(int64_t n, bool parallel, Body&& body) {
+#pragma omp parallel if (parallel)
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t begin = n * t / threads, end = n * (t + 1) / threads;
+    if (begin < end) body(begin, end);
+  }
+}
+
+}  // namespace headroom
