@@ -16,14 +16,16 @@
 // param (N) bf16: the update is computed in fp32 on master (N) fp32 or
 // bf16, and param = bf16(master), so with an fp32 master steps below half a
 // bf16 ulp still accumulate; with master undefined it is computed on param
-// itself and rounded into it (cpu/weight_update.h).
+// itself and rounded into it (the cases of cpu/weight_update.h).
 // grad (N) param's dtype; m, v (N) fp32 optimizer state, updated in place.
 // Elementwise: deterministic for any thread count.
 // Allocates: nothing.
 #include <cmath>
+#include <type_traits>
 
+#include "backend/cpu/convert.h"
+#include "backend/cpu/cpu_clones.h"
 #include "backend/cpu/cpu_kernels.h"
-#include "backend/cpu/weight_update.h"
 #include "backend/model_op_checks.h"
 
 namespace headroom {
@@ -53,7 +55,8 @@ Scalars scalars_of(const AdamWParams& p) {
 }
 
 // The fp32 update of one element; returns the new parameter value.
-inline float step(float p, float g, float& m, float& v, const Scalars& s) {
+inline __attribute__((always_inline)) float step(float p, float g, float& m, float& v,
+                                                 const Scalars& s) {
   g *= s.grad_scale;
   p *= s.decay;
   // PyTorch's lerp: the branch keeps the result exact at both ends.
@@ -64,27 +67,57 @@ inline float step(float p, float g, float& m, float& v, const Scalars& s) {
   return p - s.step_size * m / denominator;
 }
 
+// Elements [begin, end) of one group. P is the parameter's dtype (the
+// gradient's too); M the master's: float, P, or void for none (then the
+// update is computed on the parameter itself). The cases and their stores
+// are cpu/weight_update.h's, resolved at compile time so the loop
+// vectorizes (sqrt and division are IEEE in every lane: the same bits).
+template <typename P, typename M>
+HR_CPU_CLONES void update_range(P* param, M* master, const P* grad, float* m, float* v,
+                                const Scalars s, int64_t begin, int64_t end) {
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) {
+    float w;
+    if constexpr (std::is_void_v<M>)
+      w = widen(param[i]);
+    else
+      w = widen(master[i]);
+    w = step(w, widen(grad[i]), m[i], v[i], s);
+    if constexpr (std::is_same_v<M, float>) master[i] = w;
+    store(param + i, w);
+    if constexpr (std::is_same_v<M, P>) master[i] = param[i];
+  }
+}
+
+template <typename P, typename M>
+void update(P* param, M* master, const P* grad, float* m, float* v, const Scalars& s, int64_t n) {
+  for_each_thread_range(n, n >= kMinParallelElements, [&](int64_t b, int64_t e) {
+    update_range(param, master, grad, m, v, s, b, e);
+  });
+}
+
 }  // namespace
 
 void CpuKernels::adamw_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
                               Tensor& v, const AdamWParams& params) {
   const Scalars s = scalars_of(params);
-  int64_t n = param.numel();
+  const int64_t n = param.numel();
   float* pm = m.data<float>();
   float* pv = v.data<float>();
-  if (param.dtype() == DType::kF32) {
-    float* p = param.data<float>();
-    const float* g = grad.data<float>();
-#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = step(p[i], g[i], pm[i], pv[i], s);
-  } else {
-    const WeightUpdate w(param, master);
-    const GradValues g(grad);
-#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
-    for (int64_t i = 0; i < n; ++i)
-      w.store(i, step(w.load(i), g[i], pm[i], pv[i], s));
-  }
+  with_floating_type(param.dtype(), [&]<typename P>(P*) {
+    P* p = param.data<P>();
+    const P* g = grad.data<P>();
+    // The masters the checks let through: none, fp32, or (16-bit params)
+    // one of param's own dtype.
+    if (!master.defined()) {
+      update(p, static_cast<void*>(nullptr), g, pm, pv, s, n);
+    } else if constexpr (!std::is_same_v<P, float>) {
+      if (master.dtype() == DType::kF32)
+        update(p, master.data<float>(), g, pm, pv, s, n);
+      else
+        update(p, master.data<P>(), g, pm, pv, s, n);
+    }
+  });
 }
 
 }  // namespace headroom

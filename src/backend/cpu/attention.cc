@@ -12,8 +12,10 @@
 //   A kv head's dk / dv sum over the query heads that share it.
 // Tiles: block_size x block_size over the T axis (common/attention_tiles.h):
 // fully masked tiles are never touched, fully visible ones are not masked,
-// the rest keep each row's visible interval, from the same predicate. fp32 accumulation throughout;
-// bf16 is widened on load and rounded once, on store.
+// the rest keep each row's visible interval, from the same predicate. fp32
+// accumulation throughout; 16-bit operands are widened once per tile and
+// results rounded once, on store. bf16 on a CPU with AVX512-BF16 computes
+// the scores and dO.v with VDPBF16PS instead (attention_bf16_dot.h).
 // Determinism: every output element is owned by one work item and summed in
 // a fixed order, so the bits do not depend on the thread count or schedule.
 // Forward works on (head, query tile); backward in two passes, dq over
@@ -22,13 +24,14 @@
 // FlashAttention-2's 5, in exchange for no atomics and no dq partials).
 // Allocates: forward nothing; backward attention.delta (H, T) fp32,
 // workspace, held for the call (attention_checks.h). Tile buffers are on the
-// stack, at most ~896 KiB per thread (kMaxAttentionBlockSize / HeadDim).
+// stack, at most 1 MiB per thread (kMaxAttentionBlockSize / HeadDim).
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
 #include "backend/attention_checks.h"
 #include "backend/common/attention_tiles.h"
+#include "backend/cpu/attention_bf16_dot.h"
 #include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/floating_type.h"
@@ -80,6 +83,9 @@ struct Problem {
   T* dq = nullptr;
   T* dk = nullptr;
   T* dv = nullptr;
+  // bf16 only: the scores and dO.v products run on VDPBF16PS
+  // (attention_bf16_dot.h), when the CPU has it and head_dim is even.
+  bool dot = false;
 };
 
 template <typename T>
@@ -96,6 +102,7 @@ Problem<T> make_problem(const AttentionDims& dims, const AttentionTilePlan& plan
   p.q = q.data<T>();
   p.k = k.data<T>();
   p.v = v.data<T>();
+  p.dot = std::is_same_v<T, bf16> && dims.head_dim % 2 == 0 && have_bf16_dot();
   return p;
 }
 
@@ -163,6 +170,42 @@ HR_ATTENTION_INLINE const float* as_fp32_rows(const T* src, int64_t stride, int6
   }
 }
 
+// s (m x n) = A B^T for A's m rows and B's n rows of head_dim elements, both
+// T (A's rows a_rs apart in memory): through VDPBF16PS against B packed in
+// pairs (`b_pairs`, when p.dot), else in fp32 against B transposed (`b_t`,
+// with A widened into `a_buffer` first when T is 16-bit). ldb is the packed
+// or transposed B's row length, a multiple of 8.
+template <typename T>
+HR_ATTENTION_INLINE void row_products(const Problem<T>& p, int64_t m, int64_t n, const T* a,
+                                      int64_t a_rs, const uint32_t* b_pairs, const float* b_t,
+                                      int64_t ldb, float* a_buffer, float* s, int64_t lds) {
+  const int64_t dim = p.dims.head_dim;
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (p.dot) {
+      bf16_dot_tile(m, n, dim, a, a_rs, b_pairs, ldb, s, lds);
+      return;
+    }
+  }
+  int64_t a_ld;
+  const float* a32 = as_fp32_rows(a, a_rs, m, dim, a_buffer, a_ld);
+  tile_gemm(m, n, dim, a32, a_ld, 1, b_t, ldb, s, lds, false);
+}
+
+// The right operand of row_products from `rows` rows of T: packed in pairs
+// when p.dot, else transposed to fp32; ld is its row length.
+template <typename T>
+HR_ATTENTION_INLINE void prepare_right_operand(const Problem<T>& p, const T* src, int64_t stride,
+                                               int64_t rows, int64_t ld, uint32_t* pairs,
+                                               float* transposed) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (p.dot) {
+      pack_bf16_pairs(src, stride, rows, p.dims.head_dim, pairs, ld);
+      return;
+    }
+  }
+  transpose_tile(src, stride, rows, p.dims.head_dim, transposed, ld);
+}
+
 // ---- forward: one (head h, query tile i) ----
 // Scores are computed keys-by-queries, s_t = K q^T, against q transposed once
 // for the whole item, so the softmax runs over eight queries at a time and
@@ -176,13 +219,15 @@ HR_ATTENTION_INLINE void forward_item(const Problem<T>& p, int64_t h, int64_t i)
   float acc[kMaxB * kMaxD];                                // unnormalized output, [nq][D]
   float s_t[kMaxB * kMaxB];                                // scores, then probabilities, [nk][ld]
   float k_buffer[kMaxB * kMaxD], v_buffer[kMaxB * kMaxD];  // half k, v widened
+  uint32_t q_pairs[kMaxD / 2 * kMaxB];  // the query tile in pairs, [D/2][ld] (p.dot)
   float max[kMaxB], sum[kMaxB], rescale[kMaxB];
   KeyInterval keys[kMaxB];
   int32_t lo[kMaxB], hi[kMaxB];
 
   const TileSpan row = span_of(d, i, i);
   const int64_t ld = round_up8(row.nq);
-  transpose_tile(p.q + row.q0 * p.q_stride + h * dim, p.q_stride, row.nq, dim, q_t, ld);
+  prepare_right_operand(p, p.q + row.q0 * p.q_stride + h * dim, p.q_stride, row.nq, ld, q_pairs,
+                        q_t);
   for (int64_t r = 0; r < ld; ++r) {
     if (r < row.nq) keys[r] = visible_keys(d.mask, *p.cu_seqlens, row.q0 + r);
     max[r] = kMinusInfinity;
@@ -194,13 +239,12 @@ HR_ATTENTION_INLINE void forward_item(const Problem<T>& p, int64_t h, int64_t i)
   for (int64_t j = plan.first_key_tile[i]; j <= plan.last_key_tile[i]; ++j) {
     const TileKind kind = plan.kind(i, j);
     const TileSpan t = span_of(d, i, j);
-    int64_t k_ld, v_ld;
-    const float* k =
-        as_fp32_rows(p.k + t.k0 * p.kv_stride + g * dim, p.kv_stride, t.nk, dim, k_buffer, k_ld);
+    int64_t v_ld;
     const float* v =
         as_fp32_rows(p.v + t.k0 * p.kv_stride + g * dim, p.kv_stride, t.nk, dim, v_buffer, v_ld);
     visible_columns(t, kind, keys, ld, lo, hi);
-    tile_gemm(t.nk, ld, dim, k, k_ld, 1, q_t, ld, s_t, ld, false);
+    row_products(p, t.nk, ld, p.k + t.k0 * p.kv_stride + g * dim, p.kv_stride, q_pairs, q_t, ld,
+                 k_buffer, s_t, ld);
     softmax_update_by_columns(s_t, t.nk, ld, lo, hi, p.scale, max, sum, rescale);
     for (int64_t r = 0; r < t.nq; ++r) {
       const float factor = rescale[r];
@@ -238,15 +282,18 @@ HR_ATTENTION_INLINE void backward_dq_item(const Problem<T>& p, int64_t h, int64_
   float acc[kMaxB * kMaxD];   // dq / scale, [nq][D]
   float s_t[kMaxB * kMaxB];   // scores, then dS, [nk][ld]
   float dp_t[kMaxB * kMaxB];  // V dO^T, [nk][ld]
-  float k_buffer[kMaxB * kMaxD], v_buffer[kMaxB * kMaxD];  // half k, v widened
+  float k_buffer[kMaxB * kMaxD], v_buffer[kMaxB * kMaxD];            // half k, v widened
+  uint32_t q_pairs[kMaxD / 2 * kMaxB], do_pairs[kMaxD / 2 * kMaxB];  // [D/2][ld] (p.dot)
   float lse[kMaxB], delta[kMaxB];
   KeyInterval keys[kMaxB];
   int32_t lo[kMaxB], hi[kMaxB];
 
   const TileSpan row = span_of(d, i, i);
   const int64_t ld = round_up8(row.nq);
-  transpose_tile(p.q + row.q0 * p.q_stride + h * dim, p.q_stride, row.nq, dim, q_t, ld);
-  transpose_tile(p.d_out + row.q0 * p.q_stride + h * dim, p.q_stride, row.nq, dim, do_t, ld);
+  prepare_right_operand(p, p.q + row.q0 * p.q_stride + h * dim, p.q_stride, row.nq, ld, q_pairs,
+                        q_t);
+  prepare_right_operand(p, p.d_out + row.q0 * p.q_stride + h * dim, p.q_stride, row.nq, ld,
+                        do_pairs, do_t);
   for (int64_t r = 0; r < ld; ++r) {
     const bool real = r < row.nq;
     if (real) keys[r] = visible_keys(d.mask, *p.cu_seqlens, row.q0 + r);
@@ -259,14 +306,14 @@ HR_ATTENTION_INLINE void backward_dq_item(const Problem<T>& p, int64_t h, int64_
   for (int64_t j = plan.first_key_tile[i]; j <= plan.last_key_tile[i]; ++j) {
     const TileKind kind = plan.kind(i, j);
     const TileSpan t = span_of(d, i, j);
-    int64_t k_ld, v_ld;
-    const float* k =
-        as_fp32_rows(p.k + t.k0 * p.kv_stride + g * dim, p.kv_stride, t.nk, dim, k_buffer, k_ld);
-    const float* v =
-        as_fp32_rows(p.v + t.k0 * p.kv_stride + g * dim, p.kv_stride, t.nk, dim, v_buffer, v_ld);
+    const T* k_rows = p.k + t.k0 * p.kv_stride + g * dim;
     visible_columns(t, kind, keys, ld, lo, hi);
-    tile_gemm(t.nk, ld, dim, k, k_ld, 1, q_t, ld, s_t, ld, false);
-    tile_gemm(t.nk, ld, dim, v, v_ld, 1, do_t, ld, dp_t, ld, false);
+    row_products(p, t.nk, ld, k_rows, p.kv_stride, q_pairs, q_t, ld, k_buffer, s_t, ld);
+    row_products(p, t.nk, ld, p.v + t.k0 * p.kv_stride + g * dim, p.kv_stride, do_pairs, do_t, ld,
+                 v_buffer, dp_t, ld);
+    // k widened again (row_products may have done it already, or used pairs).
+    int64_t k_ld;
+    const float* k = as_fp32_rows(k_rows, p.kv_stride, t.nk, dim, k_buffer, k_ld);
     score_gradients_by_columns(s_t, dp_t, t.nk, ld, lo, hi, p.scale, lse, delta);
     // acc += dS k, with dS read transposed out of s_t.
     tile_gemm(t.nq, dim, t.nk, s_t, 1, ld, k, k_ld, acc, dim, true);
@@ -293,12 +340,15 @@ HR_ATTENTION_INLINE void backward_dkv_item(const Problem<T>& p, int64_t g, int64
   float s[kMaxB * kMaxB];                                   // scores, then P, then dS, [nq][ld]
   float dp[kMaxB * kMaxB];                                  // dO V^T, [nq][ld]
   float q_buffer[kMaxB * kMaxD], do_buffer[kMaxB * kMaxD];  // half q, dO widened
+  uint32_t k_pairs[kMaxD / 2 * kMaxB], v_pairs[kMaxD / 2 * kMaxB];  // [D/2][width] (p.dot)
   KeyInterval keys[kMaxB];
 
   const TileSpan column = span_of(d, j, j);
   const int64_t width = round_up8(column.nk);
-  transpose_tile(p.k + column.k0 * p.kv_stride + g * dim, p.kv_stride, column.nk, dim, k_t, width);
-  transpose_tile(p.v + column.k0 * p.kv_stride + g * dim, p.kv_stride, column.nk, dim, v_t, width);
+  prepare_right_operand(p, p.k + column.k0 * p.kv_stride + g * dim, p.kv_stride, column.nk, width,
+                        k_pairs, k_t);
+  prepare_right_operand(p, p.v + column.k0 * p.kv_stride + g * dim, p.kv_stride, column.nk, width,
+                        v_pairs, v_t);
   std::fill(dk, dk + column.nk * dim, 0.0f);
   std::fill(dv, dv + column.nk * dim, 0.0f);
 
@@ -307,18 +357,18 @@ HR_ATTENTION_INLINE void backward_dkv_item(const Problem<T>& p, int64_t g, int64
     for (int64_t i = plan.first_query_tile[j]; i <= plan.last_query_tile[j]; ++i) {
       const TileKind kind = plan.kind(i, j);
       const TileSpan t = span_of(d, i, j);
-      int64_t q_ld, do_ld;
-      const float* q =
-          as_fp32_rows(p.q + t.q0 * p.q_stride + h * dim, p.q_stride, t.nq, dim, q_buffer, q_ld);
-      const float* d_out = as_fp32_rows(p.d_out + t.q0 * p.q_stride + h * dim, p.q_stride, t.nq,
-                                        dim, do_buffer, do_ld);
+      const T* q_rows = p.q + t.q0 * p.q_stride + h * dim;
+      const T* do_rows = p.d_out + t.q0 * p.q_stride + h * dim;
       const float* lse = p.lse + h * d.tokens + t.q0;
       const float* delta = p.delta + h * d.tokens + t.q0;
       if (kind == TileKind::kPartial)
         for (int64_t r = 0; r < t.nq; ++r)
           keys[r] = visible_keys(d.mask, *p.cu_seqlens, t.q0 + r);
-      tile_gemm(t.nq, width, dim, q, q_ld, 1, k_t, width, s, ld, false);
-      tile_gemm(t.nq, width, dim, d_out, do_ld, 1, v_t, width, dp, ld, false);
+      row_products(p, t.nq, width, q_rows, p.q_stride, k_pairs, k_t, width, q_buffer, s, ld);
+      row_products(p, t.nq, width, do_rows, p.q_stride, v_pairs, v_t, width, do_buffer, dp, ld);
+      int64_t q_ld, do_ld;
+      const float* q = as_fp32_rows(q_rows, p.q_stride, t.nq, dim, q_buffer, q_ld);
+      const float* d_out = as_fp32_rows(do_rows, p.q_stride, t.nq, dim, do_buffer, do_ld);
       for (int64_t r = 0; r < t.nq; ++r) {
         int64_t lo, hi;
         visible_columns(t, kind, keys[r], lo, hi);
