@@ -26,46 +26,50 @@ namespace {
 // reading the chunk's exp(-g) from a stack buffer.
 constexpr int64_t kChunk = 256;
 
-template <typename T>
-inline __attribute__((always_inline)) void exp_of_negated(const T* gate, int64_t n, float* e) {
-  for (int64_t j = 0; j < n; ++j)
-    e[j] = std::exp(-widen(gate[j]));
+// Calls body(c0, n, e) for each chunk [c0, c0 + n) of [begin, end), with
+// e[j] = exp(-gate[c0 + j]) computed first (libm, one element at a time).
+template <typename T, typename Body>
+inline __attribute__((always_inline)) void for_each_chunk(const T* gate, int64_t begin, int64_t end,
+                                                          Body&& body) {
+  float e[kChunk];
+  for (int64_t c0 = begin; c0 < end; c0 += kChunk) {
+    const int64_t n = std::min(kChunk, end - c0);
+    for (int64_t j = 0; j < n; ++j)
+      e[j] = std::exp(-widen(gate[c0 + j]));
+    body(c0, n, e);
+  }
 }
 
 template <typename T>
 HR_CPU_CLONES void forward_range(const T* gate, const T* up, T* out, int64_t begin, int64_t end) {
-  float e[kChunk];
-  for (int64_t c0 = begin; c0 < end; c0 += kChunk) {
-    const int64_t n = std::min(kChunk, end - c0);
-    exp_of_negated(gate + c0, n, e);
+  for_each_chunk(
+      gate, begin, end, [&](int64_t c0, int64_t n, const float* e) __attribute__((always_inline)) {
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) {
-      float g = widen(gate[c0 + j]);
-      float u = widen(up[c0 + j]);
-      float s = 1.0f / (1.0f + e[j]);  // sigmoid(g)
-      store(out + c0 + j, g * s * u);
-    }
-  }
+        for (int64_t j = 0; j < n; ++j) {
+          float g = widen(gate[c0 + j]);
+          float u = widen(up[c0 + j]);
+          float s = 1.0f / (1.0f + e[j]);  // sigmoid(g)
+          store(out + c0 + j, g * s * u);
+        }
+      });
 }
 
 template <typename T>
 HR_CPU_CLONES void backward_range(const T* d_out, const T* gate, const T* up, T* d_gate, T* d_up,
                                   int64_t begin, int64_t end) {
-  float e[kChunk];
-  for (int64_t c0 = begin; c0 < end; c0 += kChunk) {
-    const int64_t n = std::min(kChunk, end - c0);
-    exp_of_negated(gate + c0, n, e);
+  for_each_chunk(
+      gate, begin, end, [&](int64_t c0, int64_t n, const float* e) __attribute__((always_inline)) {
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) {
-      float d = widen(d_out[c0 + j]);
-      float g = widen(gate[c0 + j]);
-      float u = widen(up[c0 + j]);
-      float s = 1.0f / (1.0f + e[j]);  // sigmoid(g)
-      float silu = g * s;
-      store(d_gate + c0 + j, d * u * (s * (1.0f + g * (1.0f - s))));
-      store(d_up + c0 + j, d * silu);
-    }
-  }
+        for (int64_t j = 0; j < n; ++j) {
+          float d = widen(d_out[c0 + j]);
+          float g = widen(gate[c0 + j]);
+          float u = widen(up[c0 + j]);
+          float s = 1.0f / (1.0f + e[j]);  // sigmoid(g)
+          float silu = g * s;
+          store(d_gate + c0 + j, d * u * (s * (1.0f + g * (1.0f - s))));
+          store(d_up + c0 + j, d * silu);
+        }
+      });
 }
 
 template <typename T>
