@@ -3,12 +3,13 @@
 //
 // HR_CPU_CLONES on a function compiles it twice where the toolchain can: for
 // x86-64-v3 (AVX2 + FMA, what every machine this project runs on has) and
-// for the baseline; the dynamic loader picks one per process by the CPU. The
-// project builds as ISO C++ (no GNU extensions), where GCC does not contract
-// a * b + c into an FMA, and no clone reassociates a sum, so both clones
-// compute the same bits: the wider one only does it 4-8 lanes at a time
-// (bf16 <-> fp32 conversions above all, which SSE2 does one element at a
-// time).
+// for the baseline; the dynamic loader picks one per process by the CPU, so
+// every thread of a process runs the same clone and the bits never depend
+// on the thread count. The AVX2 clone does 4-8 lanes at a time what the
+// baseline does one element at a time (bf16 <-> fp32 conversions above all),
+// and GCC contracts a * b + c into FMAs there (its default for C++, even as
+// ISO C++20): one rounding instead of two, so a machine with AVX2 and one
+// without differ in the last bits. No clone reassociates a sum.
 //
 // An OpenMP region is outlined into a function of its own that a clone does
 // not cover, so a cloned function is the body of a parallel loop, never the
