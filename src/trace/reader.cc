@@ -222,17 +222,42 @@ std::vector<PhasePeakRecord> TraceReader::phase_peaks() const {
 std::vector<std::string> TraceReader::tags() const {
   hdf5::QuietHdf5Errors quiet;
   const Impl& r = *impl_;
-  hsize_t n = hdf5::num_rows(r.tags.get(), r.path, trace_detail::kTagsTable);
-  std::vector<char*> raw(n, nullptr);
-  hdf5::read_rows(r.tags.get(), r.types.string.get(), raw.data(), 0, n, r.path,
-                  trace_detail::kTagsTable);
+  const hsize_t n = hdf5::num_rows(r.tags.get(), r.path, trace_detail::kTagsTable);
+  // Reads rows [0, count) into `out`, or returns false (nothing kept) when
+  // one of them cannot be read.
+  auto read_prefix = [&](hsize_t count, std::vector<std::string>& out) {
+    std::vector<char*> raw(count, nullptr);
+    bool ok = true;
+    try {
+      hdf5::read_rows(r.tags.get(), r.types.string.get(), raw.data(), 0, count, r.path,
+                      trace_detail::kTagsTable);
+    } catch (const UsageError&) {
+      ok = false;
+    }
+    out.clear();
+    if (ok) out.reserve(count);
+    for (char* text : raw) {
+      if (ok) out.emplace_back(text != nullptr ? text : "");
+      H5free_memory(text);  // HDF5 allocated each string, also in a failed read; free(NULL) is fine
+    }
+    return ok;
+  };
   std::vector<std::string> out;
-  out.reserve(n);
-  for (char* text : raw) {
-    out.emplace_back(text != nullptr ? text : "");
-    H5free_memory(text);  // HDF5 allocated each string; free(NULL) is fine
+  if (read_prefix(n, out)) return out;
+  // A torn last flush: its rows are the unreadable ones, at the end. Find
+  // the longest readable prefix (readable rows form a prefix, so bisect).
+  hsize_t good = 0, bad = n;
+  while (bad - good > 1) {
+    const hsize_t mid = good + (bad - good) / 2;
+    std::vector<std::string> probe;
+    if (read_prefix(mid, probe))
+      good = mid;
+    else
+      bad = mid;
   }
-  return out;
+  if (good > 0 && read_prefix(good, out)) return out;
+  throw UsageError(r.path + ": cannot read " + trace_detail::kTagsTable +
+                   ": not even its first row is readable");
 }
 
 bool TraceReader::events_recorded() const {

@@ -36,7 +36,11 @@ class TraceReader {
   std::vector<StepRecord> steps() const;
   uint64_t num_steps() const;
   std::vector<PhasePeakRecord> phase_peaks() const;
-  std::vector<std::string> tags() const;  // index = MemoryEvent::tag_id
+  // index = MemoryEvent::tag_id. After a kill inside a flush the newest
+  // tags' strings may point past the file's end (HDF5 keeps variable-length
+  // strings in a heap the torn flush did not finish): then the longest
+  // readable prefix, which holds every tag of the flushes that completed.
+  std::vector<std::string> tags() const;
 
   // False when the run had trace.memory_events off (then events are empty).
   bool events_recorded() const;
