@@ -49,6 +49,24 @@ def _enum_names(dataset, frame, fields):
     return frame
 
 
+def _readable_tags(table):
+    """The tags, or after a kill inside a flush the longest readable prefix:
+    the torn flush's newest strings may point past the file's end (as
+    headroom's own reader, docs/trace.md "What survives a crash")."""
+    try:
+        return table.asstr()[:]
+    except OSError:
+        good, bad = 0, len(table)
+        while bad - good > 1:
+            mid = (good + bad) // 2
+            try:
+                table.asstr()[:mid]
+                good = mid
+            except OSError:
+                bad = mid
+        return table.asstr()[:good] if good else []
+
+
 def load(path, events=True):
     """Reads the whole trace; events=False skips /memory/events (50 MB per million rows)."""
     with h5py.File(path, "r") as f:
@@ -60,7 +78,7 @@ def load(path, events=True):
         steps = pd.DataFrame(f["steps"][:])
         if "skipped" in steps:
             steps["skipped"] = steps["skipped"].astype(bool)
-        tags = pd.Series(f["memory/tags"].asstr()[:], dtype=object, name="tag")
+        tags = pd.Series(_readable_tags(f["memory/tags"]), dtype=object, name="tag")
         ev = f["memory/events"]
         frame = pd.DataFrame(ev[:] if events else ev[:0])
         frame = _enum_names(ev, frame, ("action", "category", "phase"))
