@@ -20,8 +20,8 @@
 // Hugging Face then rounds cos and sin to bf16 for bf16 activations and rounds
 // each product; this keeps them fp32 and rounds x once.
 // Allocates: nothing (inv_freq, D/2 floats, and the cos / sin table, at most
-// (T, D/2) floats each, are host heap for the call, like oneDNN's
-// descriptors: not device memory; a cuda kernel recomputes them).
+// 1 MiB, are host heap for the call, like oneDNN's descriptors: not device
+// memory; a cuda kernel recomputes them).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -46,16 +46,30 @@ std::vector<float> inverse_frequencies(int64_t head_dim, float theta) {
   return inv_freq;
 }
 
-// cos and sin of position * inv_freq[i] for every position 0..max(positions)
-// ((P, D/2) each, fp32, row p for position p), computed once per call: a
-// batch repeats positions (every row and document restarts at 0), and the
-// double-precision cos / sin were most of this op's time when evaluated per
-// token. Falls back to one row per token (`per_token`) when positions run
-// higher than the token count (or below 0), so the table is never larger
-// than x's rows.
+// cos and sin of position * inv_freq[i], fp32, for the sign of the call.
+inline void angles_of(float position, const std::vector<float>& inv_freq, float sign, float* c,
+                      float* s) {
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    const float angle = position * inv_freq[i];
+    c[i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+    s[i] = sign * static_cast<float>(std::sin(static_cast<double>(angle)));
+  }
+}
+
+// The cos / sin table is at most this big (both halves): 1 MiB is 2048
+// positions at head_dim 128. It is host heap outside the allocator, so it
+// stays small next to the activations it rotates.
+constexpr int64_t kMaxTableBytes = int64_t{1} << 20;
+
+// cos and sin for every position 0..max(positions) ((P, D/2) each, row p for
+// position p), computed once per call: a batch repeats positions (every row
+// and document restarts at 0), and the double-precision cos / sin were most
+// of this op's time when evaluated per token. Empty (each token computes
+// its own, as before) when a position is negative, when there are more
+// positions than tokens, or past kMaxTableBytes.
 struct AngleTable {
   std::vector<float> cos, sin;
-  bool per_token = false;
+  bool empty() const { return cos.empty(); }
 };
 
 AngleTable angle_table(const int32_t* positions, int64_t tokens, const std::vector<float>& inv_freq,
@@ -68,33 +82,36 @@ AngleTable angle_table(const int32_t* positions, int64_t tokens, const std::vect
     negative = negative || positions[t] < 0;
   }
   AngleTable table;
-  table.per_token = negative || rows > tokens;
-  if (table.per_token) rows = tokens;
+  if (negative || rows > tokens || rows * half * 2 * int64_t{sizeof(float)} > kMaxTableBytes)
+    return table;
   table.cos.resize(static_cast<size_t>(rows * half));
   table.sin.resize(static_cast<size_t>(rows * half));
 #pragma omp parallel for schedule(static) if (rows * half >= kMinParallelElements / 8)
-  for (int64_t r = 0; r < rows; ++r) {
-    float position = static_cast<float>(table.per_token ? positions[r] : r);
-    for (int64_t i = 0; i < half; ++i) {
-      float angle = position * inv_freq[static_cast<size_t>(i)];
-      table.cos[static_cast<size_t>(r * half + i)] =
-          static_cast<float>(std::cos(static_cast<double>(angle)));
-      table.sin[static_cast<size_t>(r * half + i)] =
-          sign * static_cast<float>(std::sin(static_cast<double>(angle)));
-    }
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    angles_of(static_cast<float>(r), inv_freq, sign, table.cos.data() + r * half,
+              table.sin.data() + r * half);
   return table;
 }
 
-// Tokens [begin, end) of x rotated by the table (its sin already signed).
+// Tokens [begin, end) of x rotated by the table (its sin already signed), or
+// by each token's own angles when the table is empty.
 template <typename T>
 HR_CPU_CLONES void rotate_range(T* x, const int32_t* positions, const AngleTable& table,
-                                int64_t begin, int64_t end, int64_t width, int64_t head_dim) {
+                                const std::vector<float>& inv_freq, float sign, int64_t begin,
+                                int64_t end, int64_t width, int64_t head_dim) {
   const int64_t half = head_dim / 2, heads = width / head_dim;
+  std::vector<float> own(table.empty() ? static_cast<size_t>(2 * half) : 0);
   for (int64_t t = begin; t < end; ++t) {
-    const int64_t r = table.per_token ? t : positions[t];
-    const float* c = table.cos.data() + r * half;
-    const float* s = table.sin.data() + r * half;
+    const float* c;
+    const float* s;
+    if (table.empty()) {
+      angles_of(static_cast<float>(positions[t]), inv_freq, sign, own.data(), own.data() + half);
+      c = own.data();
+      s = own.data() + half;
+    } else {
+      c = table.cos.data() + positions[t] * half;
+      s = table.sin.data() + positions[t] * half;
+    }
     T* row = x + t * width;
     for (int64_t h = 0; h < heads; ++h) {
       T* first = row + h * head_dim;
@@ -117,9 +134,10 @@ void rotate_tensor(Tensor& x, const Tensor& positions, int64_t head_dim, float t
   const AngleTable table = angle_table(p, tokens, inv_freq, sign);
   with_floating_type(x.dtype(), [&]<typename T>(T*) {
     T* data = x.data<T>();
-    for_each_thread_range(
-        tokens, tokens * width >= kMinParallelElements,
-        [&](int64_t b, int64_t e) { rotate_range(data, p, table, b, e, width, head_dim); });
+    for_each_thread_range(tokens, tokens * width >= kMinParallelElements,
+                          [&](int64_t b, int64_t e) {
+                            rotate_range(data, p, table, inv_freq, sign, b, e, width, head_dim);
+                          });
   });
 }
 
