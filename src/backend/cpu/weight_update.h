@@ -1,6 +1,7 @@
-// What the optimizer kernels (adamw.cc, adamw8bit.cc) share: the weight an
-// update is computed on and where its result goes, for the three master
-// settings of 16-bit parameters (train/optimizer.h):
+// The weight an optimizer update is computed on and where its result goes,
+// for the master settings of 16-bit parameters (train/optimizer.h), chosen
+// per element at run time (adamw8bit.cc; adamw.cc resolves the same cases
+// at compile time so its loop vectorizes):
 //   fp32 param, no master        w = p;          p = w
 //   bf16 param, fp32 master      w = master;     master = w, p = bf16(w)
 //   bf16 param, bf16 master      w = master;     master = p = bf16(w)
