@@ -1,11 +1,13 @@
 // The VDPBF16PS tile products of cpu attention (cpu/attention_bf16_dot.h):
-// the pair packing to the word, and products of every shape the attention
-// items ask for against a float64 sum of the same bf16 values.
+// the pair packings to the word, the rounding transpose to the bit, and
+// products of every shape the attention items ask for (accumulating or not,
+// any column count) against a float64 sum of the same bf16 values.
 #include "backend/cpu/attention_bf16_dot.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -21,20 +23,26 @@ std::vector<bf16> random_bf16(int64_t n, uint32_t seed) {
   return values;
 }
 
+// Row counts and pair counts below, at, and past the 8 x 8 blocks.
 TEST(Bf16Pairs, PackInterleavesEachRowsPairsAndZeroesThePadding) {
-  const int64_t rows = 3, cols = 4, stride = 6, ld = 8;
-  std::vector<bf16> src(static_cast<size_t>(rows * stride));
-  for (size_t i = 0; i < src.size(); ++i)
-    src[i] = bf16{static_cast<uint16_t>(0x100 + i)};
-  std::vector<uint32_t> dst(static_cast<size_t>(cols / 2 * ld), 0xdeadbeefu);
-  pack_bf16_pairs(src.data(), stride, rows, cols, dst.data(), ld);
-  for (int64_t p = 0; p < cols / 2; ++p)
-    for (int64_t c = 0; c < ld; ++c) {
-      const uint32_t expected =
-          c < rows ? (uint32_t{src[static_cast<size_t>(c * stride + 2 * p)].bits} |
-                      uint32_t{src[static_cast<size_t>(c * stride + 2 * p + 1)].bits} << 16)
-                   : 0u;
-      EXPECT_EQ(dst[static_cast<size_t>(p * ld + c)], expected) << "pair " << p << " column " << c;
+  if (!have_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16 (or HEADROOM_CPU_BF16_DOT=0)";
+  for (int64_t rows : {3, 8, 13, 16})
+    for (int64_t cols : {4, 16, 22, 64}) {
+      const int64_t stride = cols + 6, ld = (rows + 7) / 8 * 8 + 8;
+      std::vector<bf16> src(static_cast<size_t>(rows * stride));
+      for (size_t i = 0; i < src.size(); ++i)
+        src[i] = bf16{static_cast<uint16_t>(0x100 + i)};
+      std::vector<uint32_t> dst(static_cast<size_t>(cols / 2 * ld), 0xdeadbeefu);
+      pack_bf16_pairs(src.data(), stride, rows, cols, dst.data(), ld);
+      for (int64_t p = 0; p < cols / 2; ++p)
+        for (int64_t c = 0; c < ld; ++c) {
+          const uint32_t expected =
+              c < rows ? (uint32_t{src[static_cast<size_t>(c * stride + 2 * p)].bits} |
+                          uint32_t{src[static_cast<size_t>(c * stride + 2 * p + 1)].bits} << 16)
+                       : 0u;
+          EXPECT_EQ(dst[static_cast<size_t>(p * ld + c)], expected)
+              << "rows " << rows << " cols " << cols << " pair " << p << " column " << c;
+        }
     }
 }
 
@@ -71,6 +79,109 @@ TEST(Bf16DotTile, MatchesAFloat64SumOfTheSameBf16Values) {
         for (int64_t r = 0; r < m; ++r)
           for (int64_t j = n; j < ldc; ++j)
             EXPECT_EQ(c[static_cast<size_t>(r * ldc + j)], -1.0f) << "wrote past n";
+      }
+}
+
+TEST(Bf16Pairs, RowPackInterleavesPairsOfRowsAndZeroesAMissingLastRow) {
+  if (!have_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16 (or HEADROOM_CPU_BF16_DOT=0)";
+  for (int64_t rows : {1, 2, 5, 8}) {
+    const int64_t cols = 19, stride = 21, ld = 24;
+    std::vector<bf16> src(static_cast<size_t>(rows * stride));
+    for (size_t i = 0; i < src.size(); ++i)
+      src[i] = bf16{static_cast<uint16_t>(0x100 + i)};
+    std::vector<uint32_t> dst(static_cast<size_t>((rows + 1) / 2 * ld), 0xdeadbeefu);
+    pack_bf16_row_pairs(src.data(), stride, rows, cols, dst.data(), ld);
+    for (int64_t p = 0; p < (rows + 1) / 2; ++p)
+      for (int64_t x = 0; x < ld; ++x) {
+        const auto bits = [&](int64_t r) {
+          return r < rows ? uint32_t{src[static_cast<size_t>(r * stride + x)].bits} : 0u;
+        };
+        const uint32_t expected = x < cols ? (bits(2 * p) | bits(2 * p + 1) << 16) : 0xdeadbeefu;
+        EXPECT_EQ(dst[static_cast<size_t>(p * ld + x)], expected)
+            << "rows " << rows << " pair " << p << " column " << x;
+      }
+  }
+}
+
+// Every block shape: whole 8 x 8 blocks, row tails, column tails, both, and
+// odd row counts (the zero padding); values that round up, down, to even,
+// and NaN.
+TEST(Bf16RoundTransposed, IsToBf16OfTheTransposeAndZeroPadsAnOddK) {
+  if (!have_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16 (or HEADROOM_CPU_BF16_DOT=0)";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t rows : {1, 7, 8, 9, 16, 21})
+    for (int64_t cols : {1, 8, 13, 24}) {
+      const int64_t lds = cols + 3, ldd = rows + 5;
+      std::vector<float> src(static_cast<size_t>(rows * lds));
+      for (float& v : src)
+        v = normal(rng);
+      src[0] = 1.0f + 0x1p-8f;                         // a tie: rounds to even (1.0)
+      src[src.size() - 1] = 1.0f + 0x1p-7f + 0x1p-8f;  // a tie: rounds to even (up)
+      if (rows * cols > 2) src[1] = std::numeric_limits<float>::quiet_NaN();
+      std::vector<bf16> dst(static_cast<size_t>(cols * ldd), bf16{0x7777});
+      round_transposed(src.data(), lds, rows, cols, dst.data(), ldd);
+      for (int64_t c = 0; c < cols; ++c)
+        for (int64_t r = 0; r < ldd; ++r) {
+          const uint16_t got = dst[static_cast<size_t>(c * ldd + r)].bits;
+          uint16_t expected = 0x7777;
+          if (r < rows) {
+            const float v = src[static_cast<size_t>(r * lds + c)];
+            if (std::isnan(v)) {
+              EXPECT_TRUE(std::isnan(to_float(bf16{got}))) << r << ", " << c;
+              continue;
+            }
+            expected = to_bf16(v).bits;
+          } else if (r == rows && rows % 2 == 1) {
+            expected = 0;
+          }
+          EXPECT_EQ(got, expected)
+              << "rows " << rows << " cols " << cols << " at (" << r << ", " << c << ")";
+        }
+    }
+}
+
+// C += A B for B packed in pairs of rows, n of every tail (1..7 past a block
+// of 8 or 16): C starts from known values, the columns past n stay as they
+// were.
+TEST(Bf16DotTile, AccumulatesOverRowPairsForAnyColumnCount) {
+  if (!have_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16 (or HEADROOM_CPU_BF16_DOT=0)";
+  for (int64_t m : {1, 3, 4, 6})
+    for (int64_t n : {1, 5, 8, 12, 19, 31})
+      for (int64_t k : {1, 2, 7, 64}) {
+        const int64_t k_even = (k + 1) / 2 * 2, a_rs = k_even + 2, ldc = n + 8, ldb = n + 1;
+        std::vector<bf16> a = random_bf16(m * a_rs, 3);
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t p = k; p < k_even; ++p)
+            a[static_cast<size_t>(r * a_rs + p)] = bf16{0};  // round_transposed's padding
+        const std::vector<bf16> b = random_bf16(k * n, 4);
+        std::vector<uint32_t> packed(static_cast<size_t>(k_even / 2 * ldb));
+        pack_bf16_row_pairs(b.data(), n, k, n, packed.data(), ldb);
+        std::vector<float> c(static_cast<size_t>(m * ldc));
+        for (size_t i = 0; i < c.size(); ++i)
+          c[i] = 0.25f * static_cast<float>(i % 7);
+        const std::vector<float> before = c;
+        bf16_dot_tile(m, n, k_even, a.data(), a_rs, packed.data(), ldb, c.data(), ldc,
+                      /*accumulate=*/true);
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t j = 0; j < ldc; ++j) {
+            const size_t at = static_cast<size_t>(r * ldc + j);
+            if (j >= n) {
+              EXPECT_EQ(c[at], before[at]) << "wrote past n";
+              continue;
+            }
+            double sum = before[at], magnitude = std::fabs(before[at]);
+            for (int64_t p = 0; p < k; ++p) {
+              const double term =
+                  static_cast<double>(to_float(a[static_cast<size_t>(r * a_rs + p)])) *
+                  static_cast<double>(to_float(b[static_cast<size_t>(p * n + j)]));
+              sum += term;
+              magnitude += std::fabs(term);
+            }
+            const double bound = static_cast<double>(k + 1) * 0x1p-24 * magnitude + 1e-30;
+            EXPECT_NEAR(c[at], sum, bound)
+                << "m " << m << " n " << n << " k " << k << " at (" << r << ", " << j << ")";
+          }
       }
 }
 

@@ -19,6 +19,14 @@
 //  - bf16 outputs are rounded once, at the end: relative error <= 2^-8 of
 //    the value (half an ulp of 7 mantissa bits, plus the fp32 error that may
 //    push a value across a rounding boundary). bf16 allows 2^-8 |ref| + kF32Tol.
+//  - bf16 on the VDPBF16PS route (have_bf16_dot()) also rounds P and dS to
+//    bf16 before P V, dS K, P^T dO and dS^T Q, as FlashAttention-2 does: each
+//    term of those sums is off by at most 2^-8 of itself (bf16's unit
+//    roundoff), so the error is bounded by 2^-8 times the sum of the terms'
+//    magnitudes (sum_j P_ij |v_j| for out, sum_i P_ij |dO_i| for dv,
+//    scale sum |dS_ij| |k_j| for dq and scale sum |dS_ij| |q_i| for dk), which
+//    the reference computes beside each value; allowed: 2^-7 of it (twice
+//    the bound; 2^-10 fails), on top of the above.
 #include <omp.h>
 
 #include <algorithm>
@@ -31,6 +39,7 @@
 
 #include "backend/attention_checks.h"
 #include "backend/common/attention_tiles.h"
+#include "backend/cpu/attention_bf16_dot.h"
 #include "backend/cpu/attention_kernels.h"
 #include "ops/op_test_util.h"
 
@@ -43,6 +52,12 @@ namespace {
 
 constexpr double kF32Tol = 1e-5;
 constexpr double kBf16Rel = 1.0 / 256;
+
+// The share of a sum's term magnitudes a bf16 result may be off by: 2^-7 on
+// the VDPBF16PS route, which rounds P and dS to bf16; 0 on the fp32 route.
+double bf16_terms_rel() {
+  return attention_cpu::have_bf16_dot() ? 1.0 / 128 : 0.0;
+}
 
 // ---- layouts ----
 
@@ -159,8 +174,9 @@ struct Inputs {
 };
 
 struct Forward {
-  std::vector<double> out;  // (T, H*D)
-  std::vector<double> lse;  // (H, T)
+  std::vector<double> out;        // (T, H*D)
+  std::vector<double> lse;        // (H, T)
+  std::vector<double> out_terms;  // (T, H*D): sum_j P_ij |v_j|, out's term magnitudes
 };
 
 double& at(std::vector<double>& x, int64_t row, int64_t cols, int64_t col) {
@@ -202,6 +218,7 @@ Forward reference_forward(const Layout& l, const Inputs& in) {
   Forward f;
   f.out.assign(static_cast<size_t>(t_count * l.heads * d), 0.0);
   f.lse.assign(static_cast<size_t>(l.heads * t_count), 0.0);
+  f.out_terms.assign(f.out.size(), 0.0);
   for (int64_t h = 0; h < l.heads; ++h) {
     const int64_t g = h / (l.heads / l.kv_heads);
     std::vector<double> p = reference_probabilities(l, in, h, &f.lse);
@@ -209,8 +226,11 @@ Forward reference_forward(const Layout& l, const Inputs& in) {
       for (int64_t j = 0; j < t_count; ++j) {
         double pij = at(p, i, t_count, j);
         if (pij == 0) continue;
-        for (int64_t x = 0; x < d; ++x)
-          at(f.out, i, l.heads * d, h * d + x) += pij * at(in.v, j, l.kv_heads * d, g * d + x);
+        for (int64_t x = 0; x < d; ++x) {
+          const double v = at(in.v, j, l.kv_heads * d, g * d + x);
+          at(f.out, i, l.heads * d, h * d + x) += pij * v;
+          at(f.out_terms, i, l.heads * d, h * d + x) += pij * std::fabs(v);
+        }
       }
   }
   return f;
@@ -218,14 +238,21 @@ Forward reference_forward(const Layout& l, const Inputs& in) {
 
 // Analytic gradients of sum(out * d_out). D_i comes from `out` as given: the
 // kernel is handed the (possibly bf16-rounded) out, and uses it for D_i.
+// `terms`, when given, receives each gradient's term magnitudes (the
+// header's list).
 Inputs reference_backward(const Layout& l, const Inputs& in, const std::vector<double>& out,
-                          const std::vector<double>& d_out) {
+                          const std::vector<double>& d_out, Inputs* terms = nullptr) {
   const int64_t t_count = l.tokens, d = l.dim, hd = l.heads * d, kvd = l.kv_heads * d;
   const double scale = static_cast<double>(l.params().scale);
   Inputs grad;
   grad.q.assign(in.q.size(), 0.0);
   grad.k.assign(in.k.size(), 0.0);
   grad.v.assign(in.v.size(), 0.0);
+  Inputs ignored;
+  Inputs& mag = terms != nullptr ? *terms : ignored;
+  mag.q.assign(in.q.size(), 0.0);
+  mag.k.assign(in.k.size(), 0.0);
+  mag.v.assign(in.v.size(), 0.0);
   for (int64_t h = 0; h < l.heads; ++h) {
     const int64_t g = h / (l.heads / l.kv_heads);
     std::vector<double> p = reference_probabilities(l, in, h, nullptr);
@@ -240,11 +267,14 @@ Inputs reference_backward(const Layout& l, const Inputs& in, const std::vector<d
         for (int64_t x = 0; x < d; ++x) {
           dp += at(d_out, i, hd, h * d + x) * at(in.v, j, kvd, g * d + x);
           at(grad.v, j, kvd, g * d + x) += pij * at(d_out, i, hd, h * d + x);
+          at(mag.v, j, kvd, g * d + x) += pij * std::fabs(at(d_out, i, hd, h * d + x));
         }
         const double ds = pij * (dp - delta);
         for (int64_t x = 0; x < d; ++x) {
           at(grad.q, i, hd, h * d + x) += scale * ds * at(in.k, j, kvd, g * d + x);
           at(grad.k, j, kvd, g * d + x) += scale * ds * at(in.q, i, hd, h * d + x);
+          at(mag.q, i, hd, h * d + x) += scale * std::fabs(ds * at(in.k, j, kvd, g * d + x));
+          at(mag.k, j, kvd, g * d + x) += scale * std::fabs(ds * at(in.q, i, hd, h * d + x));
         }
       }
     }
@@ -328,14 +358,20 @@ double max_abs(const std::vector<double>& x) {
   return m;
 }
 
-// Every element within atol + rel * |ref|; reports the worst one.
+// Every element within atol + rel * |ref| (+ terms_rel * terms, when the
+// term magnitudes are given); reports the worst one.
 void expect_worst_within(const std::vector<double>& got, const std::vector<double>& ref,
-                         double atol, double rel, const std::string& what) {
+                         double atol, double rel, const std::string& what,
+                         const std::vector<double>* terms = nullptr, double terms_rel = 0) {
   ASSERT_EQ(got.size(), ref.size()) << what;
+  if (terms != nullptr) {
+    ASSERT_EQ(terms->size(), ref.size()) << what;
+  }
   size_t worst = 0;
   double worst_excess = -std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < got.size(); ++i) {
-    double excess = std::fabs(got[i] - ref[i]) - (atol + rel * std::fabs(ref[i]));
+    const double allowed = atol + rel * std::fabs(ref[i]) + (terms ? terms_rel * (*terms)[i] : 0.0);
+    double excess = std::fabs(got[i] - ref[i]) - allowed;
     if (std::isnan(excess)) excess = std::numeric_limits<double>::infinity();  // NaN fails
     if (excess > worst_excess) {
       worst = i;
@@ -527,7 +563,8 @@ TEST(AttentionForward, MatchesFloat64ReferenceBf16) {
     SCOPED_TRACE(l.describe());
     KernelRun run = run_cpu(l, DType::kBF16, false, seed++);
     Forward ref = reference_forward(l, run.in);
-    expect_worst_within(run.out, ref.out, kF32Tol, kBf16Rel, "out");
+    expect_worst_within(run.out, ref.out, kF32Tol, kBf16Rel, "out", &ref.out_terms,
+                        bf16_terms_rel());
     expect_worst_within(run.lse, ref.lse, kF32Tol, 0, "lse");  // lse stays fp32
   }
 }
@@ -636,11 +673,12 @@ TEST(AttentionBackward, MatchesAnalyticFloat64Bf16) {
   for (const Layout& l : backward_layouts()) {
     SCOPED_TRACE(l.describe());
     KernelRun run = run_cpu(l, DType::kBF16, true, seed++);
-    Inputs ref = reference_backward(l, run.in, run.out, run.d_out);
+    Inputs terms;
+    Inputs ref = reference_backward(l, run.in, run.out, run.d_out, &terms);
     const double tol = kF32Tol * grad_scale(ref);
-    expect_worst_within(run.grad.q, ref.q, tol, kBf16Rel, "dq");
-    expect_worst_within(run.grad.k, ref.k, tol, kBf16Rel, "dk");
-    expect_worst_within(run.grad.v, ref.v, tol, kBf16Rel, "dv");
+    expect_worst_within(run.grad.q, ref.q, tol, kBf16Rel, "dq", &terms.q, bf16_terms_rel());
+    expect_worst_within(run.grad.k, ref.k, tol, kBf16Rel, "dk", &terms.k, bf16_terms_rel());
+    expect_worst_within(run.grad.v, ref.v, tol, kBf16Rel, "dv", &terms.v, bf16_terms_rel());
   }
 }
 
@@ -696,13 +734,15 @@ TEST(Attention, LargestBlockAndHeadDim) {
     KernelRun run = run_cpu(l, dtype, true, 600);
     Forward ref = reference_forward(l, run.in);
     const double rel = dtype == DType::kBF16 ? kBf16Rel : 0.0;
-    expect_worst_within(run.out, ref.out, kF32Tol, rel, "out");
+    const double terms_rel = dtype == DType::kBF16 ? bf16_terms_rel() : 0.0;
+    expect_worst_within(run.out, ref.out, kF32Tol, rel, "out", &ref.out_terms, terms_rel);
     expect_worst_within(run.lse, ref.lse, kF32Tol, 0, "lse");
-    Inputs grad = reference_backward(l, run.in, run.out, run.d_out);
+    Inputs terms;
+    Inputs grad = reference_backward(l, run.in, run.out, run.d_out, &terms);
     const double tol = kF32Tol * grad_scale(grad);
-    expect_worst_within(run.grad.q, grad.q, tol, rel, "dq");
-    expect_worst_within(run.grad.k, grad.k, tol, rel, "dk");
-    expect_worst_within(run.grad.v, grad.v, tol, rel, "dv");
+    expect_worst_within(run.grad.q, grad.q, tol, rel, "dq", &terms.q, terms_rel);
+    expect_worst_within(run.grad.k, grad.k, tol, rel, "dk", &terms.k, terms_rel);
+    expect_worst_within(run.grad.v, grad.v, tol, rel, "dv", &terms.v, terms_rel);
   }
 }
 

@@ -14,8 +14,10 @@
 // fully masked tiles are never touched, fully visible ones are not masked,
 // the rest keep each row's visible interval, from the same predicate. fp32
 // accumulation throughout; 16-bit operands are widened once per tile and
-// results rounded once, on store. bf16 on a CPU with AVX512-BF16 computes
-// the scores and dO.v with VDPBF16PS instead (attention_bf16_dot.h).
+// results rounded once, on store. bf16 on a CPU with AVX512-BF16 runs every
+// tile product on VDPBF16PS instead (attention_bf16_dot.h): the scores and
+// dO.v from the bf16 operands, P V, dS K, P^T dO and dS^T Q from P and dS
+// rounded to bf16 (FlashAttention-2's rounding; fp32 accumulation still).
 // Determinism: every output element is owned by one work item and summed in
 // a fixed order, so the bits do not depend on the thread count or schedule.
 // Forward works on (head, query tile); backward in two passes, dq over
@@ -83,9 +85,29 @@ struct Problem {
   T* dq = nullptr;
   T* dk = nullptr;
   T* dv = nullptr;
-  // bf16 only: the scores and dO.v products run on VDPBF16PS
-  // (attention_bf16_dot.h), when the CPU has it and head_dim is even.
+  // bf16 only: every tile product runs on VDPBF16PS (attention_bf16_dot.h),
+  // when the CPU has it and head_dim is even: the "dot route".
   bool dot = false;
+};
+
+// Whether an item takes the dot route: a constant false for fp32 and fp16.
+template <typename T>
+HR_ATTENTION_INLINE bool dot_route(const Problem<T>& p) {
+  if constexpr (std::is_same_v<T, bf16>)
+    return p.dot;
+  else
+    return false;
+}
+
+// A tile-sized buffer that the fp32 route and the dot route use for
+// different things: an fp32 copy of a tile (widened, or transposed), a tile
+// packed in pairs of rows, or P / dS rounded to bf16 and transposed. Each
+// item takes one route, so one buffer serves both and the stack stays at the
+// fp32 route's size.
+union TileBuffer {
+  float fp32[kMaxB * kMaxD];
+  uint32_t row_pairs[kMaxB / 2 * kMaxD];  // [ceil(rows / 2)][D]
+  bf16 rounded[kMaxB * kMaxB];            // [m][k rounded up to even]
 };
 
 template <typename T>
@@ -206,6 +228,27 @@ HR_ATTENTION_INLINE void prepare_right_operand(const Problem<T>& p, const T* src
   transpose_tile(src, stride, rows, p.dims.head_dim, transposed, ld);
 }
 
+// The dot route's right operand for products over a tile's rows: `rows`
+// rows of T (a V, K, dO or Q tile) packed in pairs of rows, [ceil(rows/2)][D].
+template <typename T>
+HR_ATTENTION_INLINE void pack_row_pairs(const Problem<T>& p, const T* src, int64_t stride,
+                                        int64_t rows, uint32_t* pairs) {
+  if constexpr (std::is_same_v<T, bf16>)
+    pack_bf16_row_pairs(src, stride, rows, p.dims.head_dim, pairs, p.dims.head_dim);
+}
+
+// The dot route's P V, dS K, P^T dO and dS^T Q: acc (m x D) += A B, where
+// A = src^T rounded to bf16 (src holds k rows of at least m fp32, lds apart)
+// and B is k rows packed by pack_row_pairs. An odd k meets a zero pair half
+// on both sides.
+HR_ATTENTION_INLINE void add_rounded_product(const float* src, int64_t lds, int64_t k, int64_t m,
+                                             const uint32_t* b_pairs, int64_t dim, bf16* a_buffer,
+                                             float* acc) {
+  const int64_t k_even = (k + 1) / 2 * 2;
+  round_transposed(src, lds, k, m, a_buffer, k_even);
+  bf16_dot_tile(m, dim, k_even, a_buffer, k_even, b_pairs, dim, acc, dim, /*accumulate=*/true);
+}
+
 // ---- forward: one (head h, query tile i) ----
 // Scores are computed keys-by-queries, s_t = K q^T, against q transposed once
 // for the whole item, so the softmax runs over eight queries at a time and
@@ -215,10 +258,11 @@ template <typename T>
 HR_ATTENTION_INLINE void forward_item(const Problem<T>& p, int64_t h, int64_t i) {
   const AttentionDims& d = p.dims;
   const int64_t dim = d.head_dim, g = h / d.group();
-  float q_t[kMaxD * kMaxB];                                // the query tile transposed, [D][ld]
-  float acc[kMaxB * kMaxD];                                // unnormalized output, [nq][D]
-  float s_t[kMaxB * kMaxB];                                // scores, then probabilities, [nk][ld]
-  float k_buffer[kMaxB * kMaxD], v_buffer[kMaxB * kMaxD];  // half k, v widened
+  float q_t[kMaxD * kMaxB];             // the query tile transposed, [D][ld]
+  float acc[kMaxB * kMaxD];             // unnormalized output, [nq][D]
+  float s_t[kMaxB * kMaxB];             // scores, then probabilities, [nk][ld]
+  TileBuffer k_buffer;                  // fp32: the key tile widened; dot: P rounded, [nq][nk]
+  TileBuffer v_buffer;                  // fp32: the value tile widened; dot: in pairs of rows
   uint32_t q_pairs[kMaxD / 2 * kMaxB];  // the query tile in pairs, [D/2][ld] (p.dot)
   float max[kMaxB], sum[kMaxB], rescale[kMaxB];
   KeyInterval keys[kMaxB];
@@ -239,12 +283,10 @@ HR_ATTENTION_INLINE void forward_item(const Problem<T>& p, int64_t h, int64_t i)
   for (int64_t j = plan.first_key_tile[i]; j <= plan.last_key_tile[i]; ++j) {
     const TileKind kind = plan.kind(i, j);
     const TileSpan t = span_of(d, i, j);
-    int64_t v_ld;
-    const float* v =
-        as_fp32_rows(p.v + t.k0 * p.kv_stride + g * dim, p.kv_stride, t.nk, dim, v_buffer, v_ld);
+    const T* v_rows = p.v + t.k0 * p.kv_stride + g * dim;
     visible_columns(t, kind, keys, ld, lo, hi);
     row_products(p, t.nk, ld, p.k + t.k0 * p.kv_stride + g * dim, p.kv_stride, q_pairs, q_t, ld,
-                 k_buffer, s_t, ld);
+                 k_buffer.fp32, s_t, ld);
     softmax_update_by_columns(s_t, t.nk, ld, lo, hi, p.scale, max, sum, rescale);
     for (int64_t r = 0; r < t.nq; ++r) {
       const float factor = rescale[r];
@@ -255,7 +297,14 @@ HR_ATTENTION_INLINE void forward_item(const Problem<T>& p, int64_t h, int64_t i)
         acc_row[c] *= factor;
     }
     // acc += P v, with P read transposed out of s_t: A(r, c) = s_t[c][r].
-    tile_gemm(t.nq, dim, t.nk, s_t, 1, ld, v, v_ld, acc, dim, true);
+    if (dot_route(p)) {
+      pack_row_pairs(p, v_rows, p.kv_stride, t.nk, v_buffer.row_pairs);
+      add_rounded_product(s_t, ld, t.nk, t.nq, v_buffer.row_pairs, dim, k_buffer.rounded, acc);
+    } else {
+      int64_t v_ld;
+      const float* v = as_fp32_rows(v_rows, p.kv_stride, t.nk, dim, v_buffer.fp32, v_ld);
+      tile_gemm(t.nq, dim, t.nk, s_t, 1, ld, v, v_ld, acc, dim, true);
+    }
   }
 
   // Every row saw its own key (attention_mask.h), so its maximum's term is
@@ -282,7 +331,8 @@ HR_ATTENTION_INLINE void backward_dq_item(const Problem<T>& p, int64_t h, int64_
   float acc[kMaxB * kMaxD];   // dq / scale, [nq][D]
   float s_t[kMaxB * kMaxB];   // scores, then dS, [nk][ld]
   float dp_t[kMaxB * kMaxB];  // V dO^T, [nk][ld]
-  float k_buffer[kMaxB * kMaxD], v_buffer[kMaxB * kMaxD];            // half k, v widened
+  TileBuffer k_buffer;        // fp32: the key tile widened; dot: in pairs of rows
+  TileBuffer v_buffer;        // fp32: the value tile widened; dot: dS rounded, [nq][nk]
   uint32_t q_pairs[kMaxD / 2 * kMaxB], do_pairs[kMaxD / 2 * kMaxB];  // [D/2][ld] (p.dot)
   float lse[kMaxB], delta[kMaxB];
   KeyInterval keys[kMaxB];
@@ -308,15 +358,21 @@ HR_ATTENTION_INLINE void backward_dq_item(const Problem<T>& p, int64_t h, int64_
     const TileSpan t = span_of(d, i, j);
     const T* k_rows = p.k + t.k0 * p.kv_stride + g * dim;
     visible_columns(t, kind, keys, ld, lo, hi);
-    row_products(p, t.nk, ld, k_rows, p.kv_stride, q_pairs, q_t, ld, k_buffer, s_t, ld);
+    row_products(p, t.nk, ld, k_rows, p.kv_stride, q_pairs, q_t, ld, k_buffer.fp32, s_t, ld);
     row_products(p, t.nk, ld, p.v + t.k0 * p.kv_stride + g * dim, p.kv_stride, do_pairs, do_t, ld,
-                 v_buffer, dp_t, ld);
-    // k widened again (row_products may have done it already, or used pairs).
-    int64_t k_ld;
-    const float* k = as_fp32_rows(k_rows, p.kv_stride, t.nk, dim, k_buffer, k_ld);
+                 v_buffer.fp32, dp_t, ld);
     score_gradients_by_columns(s_t, dp_t, t.nk, ld, lo, hi, p.scale, lse, delta);
     // acc += dS k, with dS read transposed out of s_t.
-    tile_gemm(t.nq, dim, t.nk, s_t, 1, ld, k, k_ld, acc, dim, true);
+    if (dot_route(p)) {
+      pack_row_pairs(p, k_rows, p.kv_stride, t.nk, k_buffer.row_pairs);
+      add_rounded_product(s_t, ld, t.nk, t.nq, k_buffer.row_pairs, dim, v_buffer.rounded, acc);
+    } else {
+      // k widened again (row_products widened it into the same buffer when
+      // T is 16-bit; fp32 is read in place).
+      int64_t k_ld;
+      const float* k = as_fp32_rows(k_rows, p.kv_stride, t.nk, dim, k_buffer.fp32, k_ld);
+      tile_gemm(t.nq, dim, t.nk, s_t, 1, ld, k, k_ld, acc, dim, true);
+    }
   }
 
   for (int64_t r = 0; r < row.nq; ++r) {
@@ -333,22 +389,23 @@ template <typename T>
 HR_ATTENTION_INLINE void backward_dkv_item(const Problem<T>& p, int64_t g, int64_t j) {
   const AttentionDims& d = p.dims;
   const int64_t dim = d.head_dim, ld = round_up8(d.block_size);
-  float k_t[kMaxD * kMaxB];                                 // key tile transposed, [D][ld]
-  float v_t[kMaxD * kMaxB];                                 // value tile transposed, [D][ld]
-  float dk[kMaxB * kMaxD];                                  // dk / scale, [nk][D]
-  float dv[kMaxB * kMaxD];                                  // [nk][D]
-  float s[kMaxB * kMaxB];                                   // scores, then P, then dS, [nq][ld]
-  float dp[kMaxB * kMaxB];                                  // dO V^T, [nq][ld]
-  float q_buffer[kMaxB * kMaxD], do_buffer[kMaxB * kMaxD];  // half q, dO widened
+  TileBuffer k_t;           // fp32: the key tile transposed, [D][ld]; dot: P^T rounded
+  TileBuffer v_t;           // fp32: the value tile transposed, [D][ld]; dot: dS^T rounded
+  float dk[kMaxB * kMaxD];  // dk / scale, [nk][D]
+  float dv[kMaxB * kMaxD];  // [nk][D]
+  float s[kMaxB * kMaxB];   // scores, then P, then dS, [nq][ld]
+  float dp[kMaxB * kMaxB];  // dO V^T, [nq][ld]
+  TileBuffer q_buffer;      // fp32: the query tile widened; dot: in pairs of rows
+  TileBuffer do_buffer;     // fp32: the dO tile widened; dot: in pairs of rows
   uint32_t k_pairs[kMaxD / 2 * kMaxB], v_pairs[kMaxD / 2 * kMaxB];  // [D/2][width] (p.dot)
   KeyInterval keys[kMaxB];
 
   const TileSpan column = span_of(d, j, j);
   const int64_t width = round_up8(column.nk);
   prepare_right_operand(p, p.k + column.k0 * p.kv_stride + g * dim, p.kv_stride, column.nk, width,
-                        k_pairs, k_t);
+                        k_pairs, k_t.fp32);
   prepare_right_operand(p, p.v + column.k0 * p.kv_stride + g * dim, p.kv_stride, column.nk, width,
-                        v_pairs, v_t);
+                        v_pairs, v_t.fp32);
   std::fill(dk, dk + column.nk * dim, 0.0f);
   std::fill(dv, dv + column.nk * dim, 0.0f);
 
@@ -364,22 +421,36 @@ HR_ATTENTION_INLINE void backward_dkv_item(const Problem<T>& p, int64_t g, int64
       if (kind == TileKind::kPartial)
         for (int64_t r = 0; r < t.nq; ++r)
           keys[r] = visible_keys(d.mask, *p.cu_seqlens, t.q0 + r);
-      row_products(p, t.nq, width, q_rows, p.q_stride, k_pairs, k_t, width, q_buffer, s, ld);
-      row_products(p, t.nq, width, do_rows, p.q_stride, v_pairs, v_t, width, do_buffer, dp, ld);
-      int64_t q_ld, do_ld;
-      const float* q = as_fp32_rows(q_rows, p.q_stride, t.nq, dim, q_buffer, q_ld);
-      const float* d_out = as_fp32_rows(do_rows, p.q_stride, t.nq, dim, do_buffer, do_ld);
+      row_products(p, t.nq, width, q_rows, p.q_stride, k_pairs, k_t.fp32, width, q_buffer.fp32, s,
+                   ld);
+      row_products(p, t.nq, width, do_rows, p.q_stride, v_pairs, v_t.fp32, width, do_buffer.fp32,
+                   dp, ld);
       for (int64_t r = 0; r < t.nq; ++r) {
         int64_t lo, hi;
         visible_columns(t, kind, keys[r], lo, hi);
         probabilities_row(s + r * ld, width, lo, hi, p.scale, lse[r]);
       }
-      // dV += P^T dO: A(c, r) = P[r][c].
-      tile_gemm(t.nk, dim, t.nq, s, 1, ld, d_out, do_ld, dv, dim, true);
-      for (int64_t r = 0; r < t.nq; ++r)
-        score_gradients_row(s + r * ld, dp + r * ld, width, delta[r]);
-      // dK += dS^T Q.
-      tile_gemm(t.nk, dim, t.nq, s, 1, ld, q, q_ld, dk, dim, true);
+      if (dot_route(p)) {
+        pack_row_pairs(p, do_rows, p.q_stride, t.nq, do_buffer.row_pairs);
+        pack_row_pairs(p, q_rows, p.q_stride, t.nq, q_buffer.row_pairs);
+        // dV += P^T dO, dK += dS^T Q.
+        add_rounded_product(s, ld, t.nq, t.nk, do_buffer.row_pairs, dim, k_t.rounded, dv);
+        for (int64_t r = 0; r < t.nq; ++r)
+          score_gradients_row(s + r * ld, dp + r * ld, width, delta[r]);
+        add_rounded_product(s, ld, t.nq, t.nk, q_buffer.row_pairs, dim, v_t.rounded, dk);
+      } else {
+        // q and dO widened again (row_products did it into the same buffers
+        // when T is 16-bit; fp32 is read in place).
+        int64_t q_ld, do_ld;
+        const float* q = as_fp32_rows(q_rows, p.q_stride, t.nq, dim, q_buffer.fp32, q_ld);
+        const float* d_out = as_fp32_rows(do_rows, p.q_stride, t.nq, dim, do_buffer.fp32, do_ld);
+        // dV += P^T dO: A(c, r) = P[r][c].
+        tile_gemm(t.nk, dim, t.nq, s, 1, ld, d_out, do_ld, dv, dim, true);
+        for (int64_t r = 0; r < t.nq; ++r)
+          score_gradients_row(s + r * ld, dp + r * ld, width, delta[r]);
+        // dK += dS^T Q.
+        tile_gemm(t.nk, dim, t.nq, s, 1, ld, q, q_ld, dk, dim, true);
+      }
     }
   }
 
