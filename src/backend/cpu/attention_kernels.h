@@ -1,5 +1,5 @@
 // The small dense pieces cpu flash attention is built from: tile products, a
-// tile transpose, exp, and the masked softmax updates (over eight queries at
+// tile transpose, and the masked softmax updates (over eight queries at
 // a time, or along one query's row). Header-only and always inlined, so each
 // caller compiled for a wider ISA (cpu/attention.cc builds an AVX2+FMA clone
 // of each work item, see there) gets them in that ISA; nothing here
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "backend/cpu/exp_approx.h"
 #include "tensor/dtype.h"
 
 // The helpers below return 32-byte vectors by value; on a baseline (SSE)
@@ -28,11 +29,13 @@
 
 namespace headroom::attention_cpu {
 
-// Eight floats: one AVX register, or two SSE registers on a baseline build.
-// GCC vector extensions keep the accumulators of the tile product in
-// registers, which auto-vectorization of the same loops does not reliably do.
-using v8f = float __attribute__((vector_size(32)));
-using v8u32 = uint32_t __attribute__((vector_size(32)));
+// Eight floats (cpu/exp_approx.h): one AVX register, or two SSE registers
+// on a baseline build. GCC vector extensions keep the accumulators of the
+// tile product in registers, which auto-vectorization of the same loops does
+// not reliably do.
+using cpu_simd::exp_approx;
+using cpu_simd::v8f;
+using cpu_simd::v8u32;
 using v8u16 = uint16_t __attribute__((vector_size(16)));
 using v8i = int32_t __attribute__((vector_size(32)));
 
@@ -166,54 +169,6 @@ HR_ATTENTION_INLINE void transpose_tile(const T* src, int64_t src_stride, int64_
   for (int64_t d = 0; d < cols; ++d)
     for (int64_t c = rows; c < ld; ++c)
       dst[d * ld + c] = 0.0f;
-}
-
-// exp(x) to about 2 ulp (Cephes expf: x = n ln2 + r, |r| <= ln2 / 2, a
-// degree-6 polynomial for e^r, then 2^n from the exponent bits), without
-// calls or branches, for a float or eight at once (the same operations, so
-// the same bits per lane). x is clamped to [-87, 88], the normal range:
-// callers pass x <= ~0 and set masked elements to 0 themselves, never via
-// exp(-inf). NaN stays NaN (the clamps compare false).
-//
-// n is rounded by adding 1.5 * 2^23 (ulp 1 there): t = shifter + n exactly,
-// and t's bits are the shifter's plus n, so 2^n comes from integer bits
-// without a float -> int conversion (undefined for NaN). Unsigned
-// arithmetic: wrapping is what the two's-complement n needs.
-inline constexpr float kExpShifter = 12582912.0f;
-HR_ATTENTION_INLINE float pow2_of_shifted(float t) {
-  constexpr uint32_t kBias = std::bit_cast<uint32_t>(kExpShifter) - 127u;
-  return std::bit_cast<float>((std::bit_cast<uint32_t>(t) - kBias) << 23);
-}
-HR_ATTENTION_INLINE v8f pow2_of_shifted(const v8f& t) {
-  constexpr uint32_t kBias = std::bit_cast<uint32_t>(kExpShifter) - 127u;
-  v8u32 bits;
-  __builtin_memcpy(&bits, &t, sizeof bits);
-  bits = (bits - kBias) << 23;
-  v8f v;
-  __builtin_memcpy(&v, &bits, sizeof v);
-  return v;
-}
-HR_ATTENTION_INLINE float select_less(float x, float bound, float then) {
-  return x < bound ? then : x;
-}
-HR_ATTENTION_INLINE v8f select_less(const v8f& x, float bound, float then) {
-  return x < bound ? v8f{} + then : x;
-}
-template <typename V>
-HR_ATTENTION_INLINE V exp_approx(const V& x_in) {
-  V x = select_less(x_in, -87.0f, -87.0f);
-  x = -select_less(-x, -88.0f, -88.0f);
-  const V t = x * 1.44269504088896341f + kExpShifter;
-  const V n = t - kExpShifter;
-  V r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  V p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  return p * pow2_of_shifted(t);
 }
 
 inline constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();

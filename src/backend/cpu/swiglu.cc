@@ -6,70 +6,48 @@
 // math, one rounding per output). Elementwise, so an output may be one of the
 // inputs exactly (every input of element i is read before i is written);
 // d_gate and d_up must be disjoint.
-// sigmoid(g) = 1 / (1 + exp(-g)) in fp32: exp overflows to inf for g < -88
-// and s becomes 0, silu(g) = g * 0 = -0: no NaN for any finite g.
+// sigmoid(g) = 1 / (1 + exp(-g)) in fp32, exp by cpu/exp_approx.h (~2 ulp,
+// vectorized with the rest of the loop; libm's expf one element at a time
+// took as long as everything else here): its argument is clamped to
+// [-87, 88], so for g < -88 s is ~6e-39 rather than 0 and silu(g) a tiny
+// negative number rather than -0; no NaN for any finite g.
 // Allocates: nothing.
-#include <algorithm>
-#include <cmath>
-
 #include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_clones.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/exp_approx.h"
 #include "backend/model_op_checks.h"
 
 namespace headroom {
 
 namespace {
 
-// exp is libm's, one element at a time (no vector variant gives the same
-// bits); everything else runs as vectors over chunks of this many elements,
-// reading the chunk's exp(-g) from a stack buffer.
-constexpr int64_t kChunk = 256;
-
-// Calls body(c0, n, e) for each chunk [c0, c0 + n) of [begin, end), with
-// e[j] = exp(-gate[c0 + j]) computed first (libm, one element at a time).
-template <typename T, typename Body>
-inline __attribute__((always_inline)) void for_each_chunk(const T* gate, int64_t begin, int64_t end,
-                                                          Body&& body) {
-  float e[kChunk];
-  for (int64_t c0 = begin; c0 < end; c0 += kChunk) {
-    const int64_t n = std::min(kChunk, end - c0);
-    for (int64_t j = 0; j < n; ++j)
-      e[j] = std::exp(-widen(gate[c0 + j]));
-    body(c0, n, e);
-  }
-}
+using cpu_simd::exp_approx;
 
 template <typename T>
 HR_CPU_CLONES void forward_range(const T* gate, const T* up, T* out, int64_t begin, int64_t end) {
-  for_each_chunk(
-      gate, begin, end, [&](int64_t c0, int64_t n, const float* e) __attribute__((always_inline)) {
 #pragma omp simd
-        for (int64_t j = 0; j < n; ++j) {
-          float g = widen(gate[c0 + j]);
-          float u = widen(up[c0 + j]);
-          float s = 1.0f / (1.0f + e[j]);  // sigmoid(g)
-          store(out + c0 + j, g * s * u);
-        }
-      });
+  for (int64_t i = begin; i < end; ++i) {
+    float g = widen(gate[i]);
+    float u = widen(up[i]);
+    float s = 1.0f / (1.0f + exp_approx(-g));  // sigmoid(g)
+    store(out + i, g * s * u);
+  }
 }
 
 template <typename T>
 HR_CPU_CLONES void backward_range(const T* d_out, const T* gate, const T* up, T* d_gate, T* d_up,
                                   int64_t begin, int64_t end) {
-  for_each_chunk(
-      gate, begin, end, [&](int64_t c0, int64_t n, const float* e) __attribute__((always_inline)) {
 #pragma omp simd
-        for (int64_t j = 0; j < n; ++j) {
-          float d = widen(d_out[c0 + j]);
-          float g = widen(gate[c0 + j]);
-          float u = widen(up[c0 + j]);
-          float s = 1.0f / (1.0f + e[j]);  // sigmoid(g)
-          float silu = g * s;
-          store(d_gate + c0 + j, d * u * (s * (1.0f + g * (1.0f - s))));
-          store(d_up + c0 + j, d * silu);
-        }
-      });
+  for (int64_t i = begin; i < end; ++i) {
+    float d = widen(d_out[i]);
+    float g = widen(gate[i]);
+    float u = widen(up[i]);
+    float s = 1.0f / (1.0f + exp_approx(-g));  // sigmoid(g)
+    float silu = g * s;
+    store(d_gate + i, d * u * (s * (1.0f + g * (1.0f - s))));
+    store(d_up + i, d * silu);
+  }
 }
 
 template <typename T>
