@@ -196,21 +196,25 @@ HR_ATTENTION_INLINE const float* as_fp32_rows(const T* src, int64_t stride, int6
 // T (A's rows a_rs apart in memory): through VDPBF16PS against B packed in
 // pairs (`b_pairs`, when p.dot), else in fp32 against B transposed (`b_t`,
 // with A widened into `a_buffer` first when T is 16-bit). ldb is the packed
-// or transposed B's row length, a multiple of 8.
+// or transposed B's row length, a multiple of 8. Returns the fp32 A it read
+// (in place for fp32, a_buffer when widened; its stride in a_ld) for the
+// caller's next product with the same tile, or nullptr on the dot route.
 template <typename T>
-HR_ATTENTION_INLINE void row_products(const Problem<T>& p, int64_t m, int64_t n, const T* a,
-                                      int64_t a_rs, const uint32_t* b_pairs, const float* b_t,
-                                      int64_t ldb, float* a_buffer, float* s, int64_t lds) {
+HR_ATTENTION_INLINE const float* row_products(const Problem<T>& p, int64_t m, int64_t n, const T* a,
+                                              int64_t a_rs, const uint32_t* b_pairs,
+                                              const float* b_t, int64_t ldb, float* a_buffer,
+                                              float* s, int64_t lds, int64_t& a_ld) {
   const int64_t dim = p.dims.head_dim;
   if constexpr (std::is_same_v<T, bf16>) {
     if (p.dot) {
       bf16_dot_tile(m, n, dim, a, a_rs, b_pairs, ldb, s, lds);
-      return;
+      a_ld = 0;
+      return nullptr;
     }
   }
-  int64_t a_ld;
   const float* a32 = as_fp32_rows(a, a_rs, m, dim, a_buffer, a_ld);
   tile_gemm(m, n, dim, a32, a_ld, 1, b_t, ldb, s, lds, false);
+  return a32;
 }
 
 // The right operand of row_products from `rows` rows of T: packed in pairs
@@ -285,8 +289,9 @@ HR_ATTENTION_INLINE void forward_item(const Problem<T>& p, int64_t h, int64_t i)
     const TileSpan t = span_of(d, i, j);
     const T* v_rows = p.v + t.k0 * p.kv_stride + g * dim;
     visible_columns(t, kind, keys, ld, lo, hi);
+    int64_t k_ld;
     row_products(p, t.nk, ld, p.k + t.k0 * p.kv_stride + g * dim, p.kv_stride, q_pairs, q_t, ld,
-                 k_buffer.fp32, s_t, ld);
+                 k_buffer.fp32, s_t, ld, k_ld);
     softmax_update_by_columns(s_t, t.nk, ld, lo, hi, p.scale, max, sum, rescale);
     for (int64_t r = 0; r < t.nq; ++r) {
       const float factor = rescale[r];
@@ -358,19 +363,18 @@ HR_ATTENTION_INLINE void backward_dq_item(const Problem<T>& p, int64_t h, int64_
     const TileSpan t = span_of(d, i, j);
     const T* k_rows = p.k + t.k0 * p.kv_stride + g * dim;
     visible_columns(t, kind, keys, ld, lo, hi);
-    row_products(p, t.nk, ld, k_rows, p.kv_stride, q_pairs, q_t, ld, k_buffer.fp32, s_t, ld);
+    int64_t k_ld, v_ld;
+    const float* k = row_products(p, t.nk, ld, k_rows, p.kv_stride, q_pairs, q_t, ld, k_buffer.fp32,
+                                  s_t, ld, k_ld);
     row_products(p, t.nk, ld, p.v + t.k0 * p.kv_stride + g * dim, p.kv_stride, do_pairs, do_t, ld,
-                 v_buffer.fp32, dp_t, ld);
+                 v_buffer.fp32, dp_t, ld, v_ld);
     score_gradients_by_columns(s_t, dp_t, t.nk, ld, lo, hi, p.scale, lse, delta);
     // acc += dS k, with dS read transposed out of s_t.
     if (dot_route(p)) {
       pack_row_pairs(p, k_rows, p.kv_stride, t.nk, k_buffer.row_pairs);
       add_rounded_product(s_t, ld, t.nk, t.nq, k_buffer.row_pairs, dim, v_buffer.rounded, acc);
     } else {
-      // k widened again (row_products widened it into the same buffer when
-      // T is 16-bit; fp32 is read in place).
-      int64_t k_ld;
-      const float* k = as_fp32_rows(k_rows, p.kv_stride, t.nk, dim, k_buffer.fp32, k_ld);
+      // k as row_products read it (widened once, or fp32 in place).
       tile_gemm(t.nq, dim, t.nk, s_t, 1, ld, k, k_ld, acc, dim, true);
     }
   }
@@ -421,10 +425,11 @@ HR_ATTENTION_INLINE void backward_dkv_item(const Problem<T>& p, int64_t g, int64
       if (kind == TileKind::kPartial)
         for (int64_t r = 0; r < t.nq; ++r)
           keys[r] = visible_keys(d.mask, *p.cu_seqlens, t.q0 + r);
-      row_products(p, t.nq, width, q_rows, p.q_stride, k_pairs, k_t.fp32, width, q_buffer.fp32, s,
-                   ld);
-      row_products(p, t.nq, width, do_rows, p.q_stride, v_pairs, v_t.fp32, width, do_buffer.fp32,
-                   dp, ld);
+      int64_t q_ld, do_ld;
+      const float* q = row_products(p, t.nq, width, q_rows, p.q_stride, k_pairs, k_t.fp32, width,
+                                    q_buffer.fp32, s, ld, q_ld);
+      const float* d_out = row_products(p, t.nq, width, do_rows, p.q_stride, v_pairs, v_t.fp32,
+                                        width, do_buffer.fp32, dp, ld, do_ld);
       for (int64_t r = 0; r < t.nq; ++r) {
         int64_t lo, hi;
         visible_columns(t, kind, keys[r], lo, hi);
@@ -439,11 +444,7 @@ HR_ATTENTION_INLINE void backward_dkv_item(const Problem<T>& p, int64_t g, int64
           score_gradients_row(s + r * ld, dp + r * ld, width, delta[r]);
         add_rounded_product(s, ld, t.nq, t.nk, q_buffer.row_pairs, dim, v_t.rounded, dk);
       } else {
-        // q and dO widened again (row_products did it into the same buffers
-        // when T is 16-bit; fp32 is read in place).
-        int64_t q_ld, do_ld;
-        const float* q = as_fp32_rows(q_rows, p.q_stride, t.nq, dim, q_buffer.fp32, q_ld);
-        const float* d_out = as_fp32_rows(do_rows, p.q_stride, t.nq, dim, do_buffer.fp32, do_ld);
+        // q and dO as row_products read them (widened once, or fp32 in place).
         // dV += P^T dO: A(c, r) = P[r][c].
         tile_gemm(t.nk, dim, t.nq, s, 1, ld, d_out, do_ld, dv, dim, true);
         for (int64_t r = 0; r < t.nq; ++r)
