@@ -20,12 +20,14 @@
 // grad (N) param's dtype; m, v (N) fp32 optimizer state, updated in place.
 // Elementwise: deterministic for any thread count.
 // Allocates: nothing.
+#include <bit>
 #include <cmath>
-#include <type_traits>
+#include <cstdint>
 
 #include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_clones.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/weight_update.h"
 #include "backend/model_op_checks.h"
 
 namespace headroom {
@@ -37,6 +39,7 @@ struct Scalars {
   float step_size;  // lr / (1 - beta1^t)
   float bc2_sqrt;   // sqrt(1 - beta2^t)
   float one_minus_beta1, beta2, one_minus_beta2, eps, grad_scale;
+  uint32_t lerp_from_m;  // all ones when 1 - beta1 < 0.5: lerp's choice, as a mask
 };
 
 Scalars scalars_of(const AdamWParams& p) {
@@ -51,6 +54,7 @@ Scalars scalars_of(const AdamWParams& p) {
   s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
   s.eps = p.eps;
   s.grad_scale = p.grad_scale;
+  s.lerp_from_m = s.one_minus_beta1 < 0.5f ? ~0u : 0u;
   return s;
 }
 
@@ -59,41 +63,27 @@ inline __attribute__((always_inline)) float step(float p, float g, float& m, flo
                                                  const Scalars& s) {
   g *= s.grad_scale;
   p *= s.decay;
-  // PyTorch's lerp: the branch keeps the result exact at both ends.
-  float w = s.one_minus_beta1;
-  m = w < 0.5f ? m + w * (g - m) : g - (g - m) * (1.0f - w);
+  // PyTorch's lerp: the choice keeps the result exact at both ends. Both
+  // sides are computed and one selected by a mask (the same for every
+  // element): a `?:` here becomes a branch, and the loop is not vectorized.
+  const float w = s.one_minus_beta1;
+  const float from_m = m + w * (g - m), from_g = g - (g - m) * (1.0f - w);
+  m = std::bit_cast<float>((s.lerp_from_m & std::bit_cast<uint32_t>(from_m)) |
+                           (~s.lerp_from_m & std::bit_cast<uint32_t>(from_g)));
   v = s.beta2 * v + s.one_minus_beta2 * g * g;
   float denominator = std::sqrt(v) / s.bc2_sqrt + s.eps;
   return p - s.step_size * m / denominator;
 }
 
-// Elements [begin, end) of one group. P is the parameter's dtype (the
-// gradient's too); M the master's: float, P, or void for none (then the
-// update is computed on the parameter itself). The cases and their stores
-// are cpu/weight_update.h's, resolved at compile time so the loop
-// vectorizes (sqrt and division are IEEE in every lane: the same bits).
+// Elements [begin, end) of one group, the weights through `w`
+// (cpu/weight_update.h: its cases resolved at compile time, so the loop
+// vectorizes; sqrt and division are IEEE in every lane: the same bits).
 template <typename P, typename M>
-HR_CPU_CLONES void update_range(P* param, M* master, const P* grad, float* m, float* v,
+HR_CPU_CLONES void update_range(WeightUpdate<P, M> w, const P* grad, float* m, float* v,
                                 const Scalars s, int64_t begin, int64_t end) {
 #pragma omp simd
-  for (int64_t i = begin; i < end; ++i) {
-    float w;
-    if constexpr (std::is_void_v<M>)
-      w = widen(param[i]);
-    else
-      w = widen(master[i]);
-    w = step(w, widen(grad[i]), m[i], v[i], s);
-    if constexpr (std::is_same_v<M, float>) master[i] = w;
-    store(param + i, w);
-    if constexpr (std::is_same_v<M, P>) master[i] = param[i];
-  }
-}
-
-template <typename P, typename M>
-void update(P* param, M* master, const P* grad, float* m, float* v, const Scalars& s, int64_t n) {
-  for_each_thread_range(n, n >= kMinParallelElements, [&](int64_t b, int64_t e) {
-    update_range(param, master, grad, m, v, s, b, e);
-  });
+  for (int64_t i = begin; i < end; ++i)
+    w.store(i, step(w.load(i), widen(grad[i]), m[i], v[i], s));
 }
 
 }  // namespace
@@ -104,19 +94,9 @@ void CpuKernels::adamw_update(Tensor& param, Tensor& master, const Tensor& grad,
   const int64_t n = param.numel();
   float* pm = m.data<float>();
   float* pv = v.data<float>();
-  with_floating_type(param.dtype(), [&]<typename P>(P*) {
-    P* p = param.data<P>();
-    const P* g = grad.data<P>();
-    // The masters the checks let through: none, fp32, or (16-bit params)
-    // one of param's own dtype.
-    if (!master.defined()) {
-      update(p, static_cast<void*>(nullptr), g, pm, pv, s, n);
-    } else if constexpr (!std::is_same_v<P, float>) {
-      if (master.dtype() == DType::kF32)
-        update(p, master.data<float>(), g, pm, pv, s, n);
-      else
-        update(p, master.data<P>(), g, pm, pv, s, n);
-    }
+  with_weight_update(param, master, grad, [&](auto w, const auto* g) {
+    for_each_thread_range(n, n >= kMinParallelElements,
+                          [&](int64_t b, int64_t e) { update_range(w, g, pm, pv, s, b, e); });
   });
 }
 

@@ -17,15 +17,69 @@
 // param, master, grad as for adamw_update (cpu/weight_update.h); m, v (N)
 // uint8 codes, m_absmax, v_absmax (ceil(N / 256)) fp32, the last block
 // partial. Blocks are independent: deterministic for any thread count.
+// Cloned for AVX2 (cpu/cpu_clones.h), so the weight update vectorizes.
 // Allocates: nothing.
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "backend/common/dynamic_map.h"
+#include "backend/cpu/cpu_clones.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/weight_update.h"
 
 namespace headroom {
+
+namespace {
+
+struct Scalars8bit {
+  float step_size;  // -lr * c2 / c1
+  float c2_eps;     // c2 * eps
+  float decay;      // 1 - lr * wd (1 without weight decay)
+  float beta1, beta2, one_minus_beta1, one_minus_beta2, grad_scale;
+  const std::array<float, 256>* map_s;
+  const std::array<float, 256>* map_u;
+  uint8_t zero_s, zero_u;
+};
+
+// Blocks [b0, b1) of one group, the weights through `w` (cpu/weight_update.h).
+template <typename P, typename M>
+HR_CPU_CLONES void update_blocks(WeightUpdate<P, M> w, const P* grad, uint8_t* mc, uint8_t* vc,
+                                 float* ma, float* va, int64_t n, const Scalars8bit s, int64_t b0,
+                                 int64_t b1) {
+  const std::array<float, 256>& map_s = *s.map_s;
+  const std::array<float, 256>& map_u = *s.map_u;
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t lo = b * kQuantBlock, hi = std::min(n, lo + kQuantBlock);
+    float ms[kQuantBlock], vs[kQuantBlock];
+    float m_max = 0.0f, v_max = 0.0f;
+    for (int64_t i = lo; i < hi; ++i) {
+      const float gi = widen(grad[i]) * s.grad_scale;
+      float vi = map_u[vc[i]] * va[b];
+      vi = vi * s.beta2 + s.one_minus_beta2 * gi * gi;
+      float mi = map_s[mc[i]] * ma[b];
+      mi = mi * s.beta1 + s.one_minus_beta1 * gi;
+      m_max = std::max(m_max, std::fabs(mi));
+      v_max = std::max(v_max, std::fabs(vi));
+      ms[i - lo] = mi;
+      vs[i - lo] = vi;
+    }
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) {
+      float p = w.load(i) + s.step_size * (ms[i - lo] / (std::sqrt(vs[i - lo]) + s.c2_eps));
+      p *= s.decay;  // 1 when weight decay is off: exact
+      w.store(i, p);
+    }
+    ma[b] = m_max;
+    va[b] = v_max;
+    for (int64_t i = lo; i < hi; ++i) {
+      mc[i] = m_max > 0 ? quantize_to_map(map_s, true, ms[i - lo] / m_max) : s.zero_s;
+      vc[i] = v_max > 0 ? quantize_to_map(map_u, false, vs[i - lo] / v_max) : s.zero_u;
+    }
+  }
+}
+
+}  // namespace
 
 void CpuKernels::adamw8bit_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
                                   Tensor& v, Tensor& m_absmax, Tensor& v_absmax,
@@ -33,56 +87,33 @@ void CpuKernels::adamw8bit_update(Tensor& param, Tensor& master, const Tensor& g
   const double t = static_cast<double>(params.step);
   const double c1 = 1.0 - std::pow(static_cast<double>(params.beta1), t);
   const double c2 = std::sqrt(1.0 - std::pow(static_cast<double>(params.beta2), t));
-  const float step_size = static_cast<float>(-static_cast<double>(params.lr) * c2 / c1);
-  const float c2_eps = static_cast<float>(c2 * static_cast<double>(params.eps));
-  const float decay =
-      static_cast<float>(1.0 - static_cast<double>(params.lr) * params.weight_decay);
-  const bool decays = params.weight_decay > 0.0f;
-  const float beta1 = params.beta1, beta2 = params.beta2;
-  const float one_minus_beta1 = 1.0f - beta1, one_minus_beta2 = 1.0f - beta2;
-  const float grad_scale = params.grad_scale;
+  Scalars8bit s{};
+  s.step_size = static_cast<float>(-static_cast<double>(params.lr) * c2 / c1);
+  s.c2_eps = static_cast<float>(c2 * static_cast<double>(params.eps));
+  s.decay = params.weight_decay > 0.0f
+                ? static_cast<float>(1.0 - static_cast<double>(params.lr) * params.weight_decay)
+                : 1.0f;
+  s.beta1 = params.beta1;
+  s.beta2 = params.beta2;
+  s.one_minus_beta1 = 1.0f - params.beta1;
+  s.one_minus_beta2 = 1.0f - params.beta2;
+  s.grad_scale = params.grad_scale;
+  s.map_s = &dynamic_map(true);
+  s.map_u = &dynamic_map(false);
+  s.zero_s = quantize_to_map(*s.map_s, true, 0.0f);
+  s.zero_u = quantize_to_map(*s.map_u, false, 0.0f);
 
-  const std::array<float, 256>& map_s = dynamic_map(true);
-  const std::array<float, 256>& map_u = dynamic_map(false);
-  const uint8_t zero_s = quantize_to_map(map_s, true, 0.0f);
-  const uint8_t zero_u = quantize_to_map(map_u, false, 0.0f);
-
-  const WeightUpdate w(param, master);
-  const GradValues g(grad);
   uint8_t* mc = m.data<uint8_t>();
   uint8_t* vc = v.data<uint8_t>();
   float* ma = m_absmax.data<float>();
   float* va = v_absmax.data<float>();
   const int64_t n = param.numel();
   const int64_t blocks = (n + kQuantBlock - 1) / kQuantBlock;
-#pragma omp parallel for schedule(static) if (n >= kMinParallelElements)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t lo = b * kQuantBlock, hi = std::min(n, lo + kQuantBlock);
-    float ms[kQuantBlock], vs[kQuantBlock];
-    float m_max = 0.0f, v_max = 0.0f;
-    for (int64_t i = lo; i < hi; ++i) {
-      const float gi = g[i] * grad_scale;
-      float vi = map_u[vc[i]] * va[b];
-      vi = vi * beta2 + one_minus_beta2 * gi * gi;
-      float mi = map_s[mc[i]] * ma[b];
-      mi = mi * beta1 + one_minus_beta1 * gi;
-      m_max = std::max(m_max, std::fabs(mi));
-      v_max = std::max(v_max, std::fabs(vi));
-      ms[i - lo] = mi;
-      vs[i - lo] = vi;
-    }
-    for (int64_t i = lo; i < hi; ++i) {
-      float p = w.load(i) + step_size * (ms[i - lo] / (std::sqrt(vs[i - lo]) + c2_eps));
-      if (decays) p *= decay;
-      w.store(i, p);
-    }
-    ma[b] = m_max;
-    va[b] = v_max;
-    for (int64_t i = lo; i < hi; ++i) {
-      mc[i] = m_max > 0 ? quantize_to_map(map_s, true, ms[i - lo] / m_max) : zero_s;
-      vc[i] = v_max > 0 ? quantize_to_map(map_u, false, vs[i - lo] / v_max) : zero_u;
-    }
-  }
+  with_weight_update(param, master, grad, [&](auto w, const auto* g) {
+    for_each_thread_range(blocks, n >= kMinParallelElements, [&](int64_t b0, int64_t b1) {
+      update_blocks(w, g, mc, vc, ma, va, n, s, b0, b1);
+    });
+  });
 }
 
 }  // namespace headroom
