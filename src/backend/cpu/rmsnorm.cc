@@ -20,11 +20,19 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 
 #include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_clones.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/model_op_checks.h"
+
+// The lane vectors are 64 bytes; on a baseline (SSE) build GCC warns that
+// passing one by value has another ABI than an AVX build's. Every function
+// taking or returning one is always inlined into its (cloned) caller, so no
+// such call exists.
+#pragma GCC diagnostic ignored "-Wpsabi"
+#define HR_ROW_INLINE inline __attribute__((always_inline))
 
 namespace headroom {
 
@@ -33,30 +41,78 @@ namespace {
 constexpr int64_t kLanes = 8;         // independent accumulators for a row's sum
 constexpr int64_t kColumnBlock = 64;  // dw columns per thread task
 
-// sum_i a[i] * b[i] * c[i] in double (c may be null: then 1), over kLanes
-// interleaved accumulators combined in lane order. Products of up to three
+using v4d = double __attribute__((vector_size(4 * sizeof(double))));
+using v4f = float __attribute__((vector_size(4 * sizeof(float))));
+using v4u16 = uint16_t __attribute__((vector_size(4 * sizeof(uint16_t))));
+using v4u32 = uint32_t __attribute__((vector_size(4 * sizeof(uint32_t))));
+static_assert(kLanes == 8, "Lanes below is 8 wide");
+
+// kLanes doubles as two 4-wide halves, lanes 0-3 and 4-7: an AVX2 register
+// each. As one 8-wide vector GCC kept the accumulator in memory on AVX2,
+// with a store and reload per block, and as an array indexed per lane it
+// did not vectorize the row sums at all.
+struct Lanes {
+  v4d low, high;
+};
+
+// a[0 .. 4) widened to double.
+HR_ROW_INLINE v4d load4(const float* a) {
+  v4f v;
+  __builtin_memcpy(&v, a, sizeof v);
+  return __builtin_convertvector(v, v4d);
+}
+HR_ROW_INLINE v4d load4(const bf16* a) {
+  v4u16 bits16;
+  __builtin_memcpy(&bits16, a, sizeof bits16);
+  const v4u32 bits = __builtin_convertvector(bits16, v4u32) << 16;
+  v4f v;
+  __builtin_memcpy(&v, &bits, sizeof v);
+  return __builtin_convertvector(v, v4d);
+}
+HR_ROW_INLINE v4d load4(const f16* a) {
+  return v4d{widen(a[0]), widen(a[1]), widen(a[2]), widen(a[3])};
+}
+template <typename T>
+HR_ROW_INLINE Lanes load_lanes(const T* a) {
+  return {load4(a), load4(a + 4)};
+}
+// The tail's n < kLanes elements, the other lanes 0.
+template <typename T>
+HR_ROW_INLINE Lanes load_tail(const T* a, int64_t n) {
+  double v[kLanes] = {};
+  for (int64_t l = 0; l < n; ++l)
+    v[l] = static_cast<double>(widen(a[l]));
+  return {v4d{v[0], v[1], v[2], v[3]}, v4d{v[4], v[5], v[6], v[7]}};
+}
+
+// sum_i a[i] * b[i] (* c[i] when kWithC) in double, over kLanes interleaved
+// accumulators combined in lane order: lane l sums the elements i = l (mod
+// kLanes) in order (the tail's missing lanes add 0). Products of up to three
 // floats are exact or nearly so in double.
-template <typename T, typename U>
-inline __attribute__((always_inline)) double row_dot(const T* a, const T* b, const U* c,
-                                                     int64_t n) {
-  std::array<double, kLanes> lanes{};
-  auto term = [&](int64_t i) {
-    double t = static_cast<double>(widen(a[i])) * static_cast<double>(widen(b[i]));
-    return c != nullptr ? t * static_cast<double>(widen(c[i])) : t;
+template <bool kWithC, typename T>
+HR_ROW_INLINE double row_dot(const T* a, const T* b, const T* c, int64_t n) {
+  Lanes sum{};
+  auto add = [&](const Lanes& x, const Lanes& y, const Lanes& z) {
+    v4d low = x.low * y.low, high = x.high * y.high;
+    if constexpr (kWithC) {
+      low = low * z.low;
+      high = high * z.high;
+    }
+    sum.low += low;
+    sum.high += high;
   };
-  // Lane l sums the elements i = l (mod kLanes) in order; written as whole
-  // blocks of kLanes (then the tail) so the lanes are one vector.
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-#pragma omp simd
-    for (int64_t l = 0; l < kLanes; ++l)
-      lanes[static_cast<size_t>(l)] += term(i + l);
-  for (; i < n; ++i)
-    lanes[static_cast<size_t>(i - (n / kLanes) * kLanes)] += term(i);
-  double sum = 0;
-  for (double lane : lanes)
-    sum += lane;
-  return sum;
+    add(load_lanes(a + i), load_lanes(b + i), kWithC ? load_lanes(c + i) : Lanes{});
+  if (i < n)
+    add(load_tail(a + i, n - i), load_tail(b + i, n - i),
+        kWithC ? load_tail(c + i, n - i) : Lanes{});
+  double total = 0;
+  for (int l = 0; l < 4; ++l)
+    total += sum.low[l];
+  for (int l = 0; l < 4; ++l)
+    total += sum.high[l];
+  return total;
 }
 
 template <typename T>
@@ -64,7 +120,7 @@ HR_CPU_CLONES void forward_rows(const T* x, const T* w, float eps, T* y, float* 
                                 int64_t end, int64_t width) {
   for (int64_t n = begin; n < end; ++n) {
     const T* xr = x + n * width;
-    double mean_square = row_dot<T, T>(xr, xr, nullptr, width) / static_cast<double>(width);
+    double mean_square = row_dot<false>(xr, xr, xr, width) / static_cast<double>(width);
     float r = static_cast<float>(1.0 / std::sqrt(mean_square + static_cast<double>(eps)));
     rstd[n] = r;
     T* yr = y + n * width;
@@ -88,7 +144,7 @@ HR_CPU_CLONES void backward_rows(const T* dy, const T* x, const T* w, const floa
     const T* dyr = dy + n * width;
     const T* xr = x + n * width;
     double r = rstd[n];
-    double dot = row_dot(dyr, xr, w, width);  // sum_j dy[j] w[j] x[j]
+    double dot = row_dot<true>(dyr, xr, w, width);  // sum_j dy[j] w[j] x[j]
     float coefficient = static_cast<float>(r * r * r * dot / static_cast<double>(width));
     float rf = static_cast<float>(r);
     T* dxr = dx + n * width;
