@@ -7,6 +7,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -397,6 +398,34 @@ Hid create_table(hid_t parent, const char* name, hid_t file_type, hsize_t chunk_
       path, what));
 }
 
+namespace {
+
+// A transfer property list whose type-conversion buffer holds `count` rows
+// (at most HDF5's default 1 MiB, at least 4 KiB). With the default list
+// HDF5 callocs the whole default-sized buffer for every H5Dwrite / H5Dread
+// that converts (native struct <-> packed file compound: all of the trace's
+// tables), and a background buffer as large again: 1-2 MiB zeroed per call,
+// ~2% of a tiny model's training step (memset under H5FL_blk_calloc in
+// `perf`), for the handful of rows a step appends. Reads use it too.
+Hid transfer_for_rows(hid_t dataset, hid_t mem_type, hsize_t count, const std::string& path,
+                      const std::string& what) {
+  constexpr size_t kDefaultBuffer = 1 << 20;  // H5D_TEMP_BUF_SIZE
+  constexpr size_t kSmallest = 4096;
+  Hid file_type(check_internal(H5Dget_type(dataset), path, what));
+  // Twice the larger of the two row sizes: a variable-length string member
+  // is 8 bytes in either type as H5Tget_size counts it, but its conversion
+  // goes through a larger disk form, and HDF5 refuses a buffer that cannot
+  // hold one row of that.
+  const size_t row = 2 * std::max(H5Tget_size(mem_type), H5Tget_size(file_type.get()));
+  const size_t bytes =
+      std::min(kDefaultBuffer, std::max(kSmallest, row * static_cast<size_t>(count)));
+  Hid transfer(check_internal(H5Pcreate(H5P_DATASET_XFER), path, what));
+  check_internal(H5Pset_buffer(transfer.get(), bytes, nullptr, nullptr), path, what);
+  return transfer;
+}
+
+}  // namespace
+
 void append_rows(hid_t dataset, hid_t mem_type, const void* rows, hsize_t old_rows, hsize_t count,
                  const std::string& path, const char* table) {
   if (count == 0) return;
@@ -410,8 +439,10 @@ void append_rows(hid_t dataset, hid_t mem_type, const void* rows, hsize_t old_ro
       H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, counts, nullptr), path,
       what);
   Hid mem_space(check_internal(H5Screate_simple(1, counts, nullptr), path, what));
-  check_internal(H5Dwrite(dataset, mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, rows),
-                 path, what);
+  Hid transfer = transfer_for_rows(dataset, mem_type, count, path, what);
+  check_internal(
+      H5Dwrite(dataset, mem_type, mem_space.get(), file_space.get(), transfer.get(), rows), path,
+      what);
 }
 
 hsize_t num_rows(hid_t dataset, const std::string& path, const char* table) {
@@ -435,7 +466,8 @@ void read_rows(hid_t dataset, hid_t mem_type, void* rows, hsize_t start, hsize_t
       H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, starts, nullptr, counts, nullptr), path,
       what);
   Hid mem_space(check_usage(H5Screate_simple(1, counts, nullptr), path, what));
-  check_usage(H5Dread(dataset, mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, rows),
+  Hid transfer = transfer_for_rows(dataset, mem_type, count, path, what);
+  check_usage(H5Dread(dataset, mem_type, mem_space.get(), file_space.get(), transfer.get(), rows),
               path, what);
 }
 
