@@ -4,6 +4,7 @@
 // meta making exactly cpu's allocations (none) and refusals.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,61 @@ TEST(DynamicMap, QuantizeIsTheNearestCodeAndKeepsTheSign) {
     // moments lie) the values are 0.9 / 64 (signed) or 0.9 / 128 (unsigned)
     // apart: at most half that away.
     EXPECT_LE(worst, (is_signed ? 0.9 / 64 : 0.9 / 128) / 2 + 1e-6) << is_signed;
+  }
+}
+
+// quantize_to_map as std::lower_bound and branches: the form it had before
+// it became branch-free (dynamic_map.h), kept here as its definition.
+uint8_t quantize_by_lower_bound(const std::array<float, 256>& map, bool is_signed, float x) {
+  const auto it = std::lower_bound(map.begin(), map.end(), x);
+  int code;
+  if (it == map.begin()) {
+    code = 0;
+  } else if (it == map.end()) {
+    code = 255;
+  } else {
+    const int upper = static_cast<int>(it - map.begin());
+    code = x - map[static_cast<size_t>(upper - 1)] <= map[static_cast<size_t>(upper)] - x
+               ? upper - 1
+               : upper;
+  }
+  if (is_signed) {
+    const float q = map[static_cast<size_t>(code)];
+    if (x > 0 && q < 0) ++code;
+    if (x < 0 && q >= 0) --code;
+  }
+  return static_cast<uint8_t>(code);
+}
+
+// Where a search can go wrong: every value of the map, the floats either
+// side of it, each midpoint between neighbours (the ties) and the floats
+// either side of that, the ends and past them, zeros, infinities and NaN.
+TEST(DynamicMap, BranchFreeQuantizeAgreesWithLowerBoundAtEveryEdge) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (bool is_signed : {true, false}) {
+    const std::array<float, 256>& map = dynamic_map(is_signed);
+    std::vector<float> xs = {0.0f,
+                             -0.0f,
+                             1.0f,
+                             -1.0f,
+                             1.5f,
+                             -1.5f,
+                             inf,
+                             -inf,
+                             std::numeric_limits<float>::quiet_NaN(),
+                             std::numeric_limits<float>::denorm_min(),
+                             -std::numeric_limits<float>::denorm_min()};
+    for (size_t c = 0; c < 256; ++c) {
+      for (float x : {map[c], -map[c]})
+        xs.insert(xs.end(), {x, std::nextafter(x, inf), std::nextafter(x, -inf)});
+      if (c + 1 < 256) {
+        const float mid = (map[c] + map[c + 1]) / 2;
+        xs.insert(xs.end(), {mid, std::nextafter(mid, inf), std::nextafter(mid, -inf)});
+      }
+    }
+    for (float x : xs)
+      ASSERT_EQ(quantize_to_map(map, is_signed, x), quantize_by_lower_bound(map, is_signed, x))
+          << "x " << x << (is_signed ? " (signed)" : " (unsigned)");
   }
 }
 

@@ -50,26 +50,4 @@ const std::array<float, 256>& dynamic_map(bool is_signed) {
   return is_signed ? kSigned : kUnsigned;
 }
 
-uint8_t quantize_to_map(const std::array<float, 256>& map, bool is_signed, float x) {
-  // The first value >= x, then the nearer of it and the one below.
-  const auto it = std::lower_bound(map.begin(), map.end(), x);
-  int code;
-  if (it == map.begin()) {
-    code = 0;
-  } else if (it == map.end()) {
-    code = 255;
-  } else {
-    const int upper = static_cast<int>(it - map.begin());
-    code = x - map[static_cast<size_t>(upper - 1)] <= map[static_cast<size_t>(upper)] - x
-               ? upper - 1
-               : upper;
-  }
-  if (is_signed) {
-    const float q = map[static_cast<size_t>(code)];
-    if (x > 0 && q < 0) ++code;
-    if (x < 0 && q >= 0) --code;
-  }
-  return static_cast<uint8_t>(code);
-}
-
 }  // namespace headroom

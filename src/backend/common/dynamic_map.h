@@ -19,6 +19,7 @@
 // its own last bits depend on the cpu's vector width).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -36,6 +37,47 @@ const std::array<float, 256>& dynamic_map(bool is_signed);
 // the other sign is stepped one towards x's side): a small negative
 // momentum gets the smallest negative value, not 0; a small positive one
 // may get 0.
-uint8_t quantize_to_map(const std::array<float, 256>& map, bool is_signed, float x);
+//
+// Inline and branch-free, so that the loops calling it (the 8-bit
+// optimizer's requantization, cloned for AVX2 / AVX-512) vectorize, with
+// gathers for the table reads: a std::lower_bound per element, out of line,
+// mispredicted its branches on random moments and took most of an 8-bit
+// AdamW step (bench/RESULTS.md).
+inline __attribute__((always_inline)) uint8_t quantize_to_map(const std::array<float, 256>& map,
+                                                              bool is_signed, float x) {
+  // upper: the first value >= x (256: none), by a binary search whose every
+  // step is a select. Before the step of `half` the answer lies in
+  // [upper, upper + 2 * half]; the steps are written out, since GCC does not
+  // vectorize a loop with a loop inside.
+  // Every condition is used as 0 or 1 (bool arithmetic, `&` rather than
+  // `&&`): a `?:` here became a branch, and a loop with one is not
+  // vectorized.
+  int32_t upper = 0;
+  const auto step = [&](int32_t half) {
+    upper += half * static_cast<int32_t>(map[static_cast<size_t>(upper + half)] < x);
+  };
+  step(128);
+  step(64);
+  step(32);
+  step(16);
+  step(8);
+  step(4);
+  step(2);
+  step(1);
+  upper += static_cast<int32_t>(map[static_cast<size_t>(upper)] < x);
+  // The nearer of the values either side of x (ties: the lower). At the
+  // ends the comparison picks 0 or 255 by itself, except for a NaN x, which
+  // compares false everywhere: it gets code 0.
+  const int32_t right = std::min(std::max(upper, int32_t{1}), int32_t{255});
+  const float below = map[static_cast<size_t>(right - 1)], above = map[static_cast<size_t>(right)];
+  int32_t code = right - static_cast<int32_t>(x - below <= above - x);
+  code *= static_cast<int32_t>(upper != 0);
+  if (is_signed) {
+    const float q = map[static_cast<size_t>(code)];
+    code += static_cast<int32_t>((x > 0) & (q < 0));
+    code -= static_cast<int32_t>((x < 0) & (q >= 0));
+  }
+  return static_cast<uint8_t>(code);
+}
 
 }  // namespace headroom

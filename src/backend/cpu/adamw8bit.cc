@@ -17,7 +17,7 @@
 // param, master, grad as for adamw_update (cpu/weight_update.h); m, v (N)
 // uint8 codes, m_absmax, v_absmax (ceil(N / 256)) fp32, the last block
 // partial. Blocks are independent: deterministic for any thread count.
-// Cloned for AVX2 (cpu/cpu_clones.h), so the weight update vectorizes.
+// Cloned (cpu/cpu_clones.h), so each pass over a block vectorizes.
 // Allocates: nothing.
 #include <algorithm>
 #include <array>
@@ -26,11 +26,15 @@
 #include "backend/common/dynamic_map.h"
 #include "backend/cpu/cpu_clones.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/exp_approx.h"
 #include "backend/cpu/weight_update.h"
 
 namespace headroom {
 
 namespace {
+
+using cpu_simd::v8f;
+using cpu_simd::v8u32;
 
 struct Scalars8bit {
   float step_size;  // -lr * c2 / c1
@@ -42,7 +46,34 @@ struct Scalars8bit {
   uint8_t zero_s, zero_u;
 };
 
+// max |x[i]| over i < n, NaNs skipped, as a loop of m = std::max(m, |x[i]|)
+// skips them; in 8 lanes and then across them. A lane takes a value only
+// when it compares greater, so the order of the comparisons cannot change
+// the result: this is that loop's answer to the bit. (The loop itself is a
+// reduction GCC does not vectorize without -ffinite-math-only.)
+HR_SIMD_INLINE float abs_max(const float* x, int64_t n) {
+  constexpr uint32_t kMagnitude = 0x7fffffffu;
+  v8f lanes{};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    v8u32 bits;
+    __builtin_memcpy(&bits, x + i, sizeof bits);
+    bits &= kMagnitude;
+    v8f a;
+    __builtin_memcpy(&a, &bits, sizeof a);
+    lanes = lanes < a ? a : lanes;
+  }
+  float largest = 0.0f;
+  for (int l = 0; l < 8; ++l)
+    largest = std::max(largest, lanes[l]);
+  for (; i < n; ++i)
+    largest = std::max(largest, std::fabs(x[i]));
+  return largest;
+}
+
 // Blocks [b0, b1) of one group, the weights through `w` (cpu/weight_update.h).
+// Each pass over a block is a loop of its own, so each vectorizes (the
+// dequantization and the codes with gathers from the maps).
 template <typename P, typename M>
 HR_CPU_CLONES void update_blocks(WeightUpdate<P, M> w, const P* grad, uint8_t* mc, uint8_t* vc,
                                  float* ma, float* va, int64_t n, const Scalars8bit s, int64_t b0,
@@ -50,31 +81,43 @@ HR_CPU_CLONES void update_blocks(WeightUpdate<P, M> w, const P* grad, uint8_t* m
   const std::array<float, 256>& map_s = *s.map_s;
   const std::array<float, 256>& map_u = *s.map_u;
   for (int64_t b = b0; b < b1; ++b) {
-    const int64_t lo = b * kQuantBlock, hi = std::min(n, lo + kQuantBlock);
+    const int64_t lo = b * kQuantBlock, count = std::min(n - lo, kQuantBlock);
     float ms[kQuantBlock], vs[kQuantBlock];
-    float m_max = 0.0f, v_max = 0.0f;
-    for (int64_t i = lo; i < hi; ++i) {
+    const float m_scale = ma[b], v_scale = va[b];
+#pragma omp simd
+    for (int64_t j = 0; j < count; ++j) {
+      const int64_t i = lo + j;
       const float gi = widen(grad[i]) * s.grad_scale;
-      float vi = map_u[vc[i]] * va[b];
+      float vi = map_u[vc[i]] * v_scale;
       vi = vi * s.beta2 + s.one_minus_beta2 * gi * gi;
-      float mi = map_s[mc[i]] * ma[b];
+      float mi = map_s[mc[i]] * m_scale;
       mi = mi * s.beta1 + s.one_minus_beta1 * gi;
-      m_max = std::max(m_max, std::fabs(mi));
-      v_max = std::max(v_max, std::fabs(vi));
-      ms[i - lo] = mi;
-      vs[i - lo] = vi;
+      ms[j] = mi;
+      vs[j] = vi;
     }
 #pragma omp simd
-    for (int64_t i = lo; i < hi; ++i) {
-      float p = w.load(i) + s.step_size * (ms[i - lo] / (std::sqrt(vs[i - lo]) + s.c2_eps));
+    for (int64_t j = 0; j < count; ++j) {
+      const int64_t i = lo + j;
+      float p = w.load(i) + s.step_size * (ms[j] / (std::sqrt(vs[j]) + s.c2_eps));
       p *= s.decay;  // 1 when weight decay is off: exact
       w.store(i, p);
     }
+    const float m_max = abs_max(ms, count), v_max = abs_max(vs, count);
     ma[b] = m_max;
     va[b] = v_max;
-    for (int64_t i = lo; i < hi; ++i) {
-      mc[i] = m_max > 0 ? quantize_to_map(map_s, true, ms[i - lo] / m_max) : s.zero_s;
-      vc[i] = v_max > 0 ? quantize_to_map(map_u, false, vs[i - lo] / v_max) : s.zero_u;
+    if (m_max > 0) {
+#pragma omp simd
+      for (int64_t j = 0; j < count; ++j)
+        mc[lo + j] = quantize_to_map(map_s, true, ms[j] / m_max);
+    } else {
+      std::fill(mc + lo, mc + lo + count, s.zero_s);
+    }
+    if (v_max > 0) {
+#pragma omp simd
+      for (int64_t j = 0; j < count; ++j)
+        vc[lo + j] = quantize_to_map(map_u, false, vs[j] / v_max);
+    } else {
+      std::fill(vc + lo, vc + lo + count, s.zero_u);
     }
   }
 }
