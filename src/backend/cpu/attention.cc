@@ -35,6 +35,7 @@
 #include "backend/common/attention_tiles.h"
 #include "backend/cpu/attention_bf16_dot.h"
 #include "backend/cpu/attention_kernels.h"
+#include "backend/cpu/attention_wide_fma.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/floating_type.h"
 
@@ -88,6 +89,9 @@ struct Problem {
   // bf16 only: every tile product runs on VDPBF16PS (attention_bf16_dot.h),
   // when the CPU has it and head_dim is even: the "dot route".
   bool dot = false;
+  // The fp32 route's tile products run on 16 lanes (attention_wide_fma.h),
+  // when the CPU has AVX-512: the same bits as on 8.
+  bool wide = false;
 };
 
 // Whether an item takes the dot route: a constant false for fp32 and fp16.
@@ -97,6 +101,18 @@ HR_ATTENTION_INLINE bool dot_route(const Problem<T>& p) {
     return p.dot;
   else
     return false;
+}
+
+// An fp32-route tile product (tile_gemm's contract): on 16 lanes where the
+// problem says so, else on 8; the bits are the same.
+template <typename T>
+HR_ATTENTION_INLINE void tile_product(const Problem<T>& p, int64_t m, int64_t n, int64_t k,
+                                      const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+                                      int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  if (p.wide)
+    tile_gemm_wide(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
+  else
+    tile_gemm(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc, accumulate);
 }
 
 // A tile-sized buffer that the fp32 route and the dot route use for
@@ -125,6 +141,7 @@ Problem<T> make_problem(const AttentionDims& dims, const AttentionTilePlan& plan
   p.k = k.data<T>();
   p.v = v.data<T>();
   p.dot = std::is_same_v<T, bf16> && dims.head_dim % 2 == 0 && have_bf16_dot();
+  p.wide = have_wide_fma();
   return p;
 }
 
@@ -213,7 +230,7 @@ HR_ATTENTION_INLINE const float* row_products(const Problem<T>& p, int64_t m, in
     }
   }
   const float* a32 = as_fp32_rows(a, a_rs, m, dim, a_buffer, a_ld);
-  tile_gemm(m, n, dim, a32, a_ld, 1, b_t, ldb, s, lds, false);
+  tile_product(p, m, n, dim, a32, a_ld, 1, b_t, ldb, s, lds, false);
   return a32;
 }
 
@@ -308,7 +325,7 @@ HR_ATTENTION_INLINE void forward_item(const Problem<T>& p, int64_t h, int64_t i)
     } else {
       int64_t v_ld;
       const float* v = as_fp32_rows(v_rows, p.kv_stride, t.nk, dim, v_buffer.fp32, v_ld);
-      tile_gemm(t.nq, dim, t.nk, s_t, 1, ld, v, v_ld, acc, dim, true);
+      tile_product(p, t.nq, dim, t.nk, s_t, 1, ld, v, v_ld, acc, dim, true);
     }
   }
 
@@ -375,7 +392,7 @@ HR_ATTENTION_INLINE void backward_dq_item(const Problem<T>& p, int64_t h, int64_
       add_rounded_product(s_t, ld, t.nk, t.nq, k_buffer.row_pairs, dim, v_buffer.rounded, acc);
     } else {
       // k as row_products read it (widened once, or fp32 in place).
-      tile_gemm(t.nq, dim, t.nk, s_t, 1, ld, k, k_ld, acc, dim, true);
+      tile_product(p, t.nq, dim, t.nk, s_t, 1, ld, k, k_ld, acc, dim, true);
     }
   }
 
@@ -446,11 +463,11 @@ HR_ATTENTION_INLINE void backward_dkv_item(const Problem<T>& p, int64_t g, int64
       } else {
         // q and dO as row_products read them (widened once, or fp32 in place).
         // dV += P^T dO: A(c, r) = P[r][c].
-        tile_gemm(t.nk, dim, t.nq, s, 1, ld, d_out, do_ld, dv, dim, true);
+        tile_product(p, t.nk, dim, t.nq, s, 1, ld, d_out, do_ld, dv, dim, true);
         for (int64_t r = 0; r < t.nq; ++r)
           score_gradients_row(s + r * ld, dp + r * ld, width, delta[r]);
         // dK += dS^T Q.
-        tile_gemm(t.nk, dim, t.nq, s, 1, ld, q, q_ld, dk, dim, true);
+        tile_product(p, t.nk, dim, t.nq, s, 1, ld, q, q_ld, dk, dim, true);
       }
     }
   }
