@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -51,7 +53,7 @@ TEST(Bf16Pairs, PackInterleavesEachRowsPairsAndZeroesThePadding) {
 TEST(Bf16DotTile, MatchesAFloat64SumOfTheSameBf16Values) {
   if (!have_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16 (or HEADROOM_CPU_BF16_DOT=0)";
   for (int64_t m : {1, 2, 3, 4, 5, 7})
-    for (int64_t n : {8, 16, 24, 40})
+    for (int64_t n : {8, 16, 24, 40, 64, 72})
       for (int64_t k : {2, 8, 64}) {
         const int64_t a_rs = k + 6, b_rows = n - 3, ldc = n + 8;
         const std::vector<bf16> a = random_bf16(m * a_rs, 1);
@@ -80,6 +82,33 @@ TEST(Bf16DotTile, MatchesAFloat64SumOfTheSameBf16Values) {
           for (int64_t j = n; j < ldc; ++j)
             EXPECT_EQ(c[static_cast<size_t>(r * ldc + j)], -1.0f) << "wrote past n";
       }
+}
+
+// The column blocks of 32 (512-bit vectors), 16 and 8 give a column the same
+// bits: all n columns at once against the same product 8 columns at a time
+// (which only the 8-wide, masked, path computes).
+TEST(Bf16DotTile, ColumnBlockingNeverChangesABit) {
+  if (!have_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16 (or HEADROOM_CPU_BF16_DOT=0)";
+  for (int64_t m : {1, 4, 5})
+    for (int64_t n : {32, 47, 64, 100})
+      for (int64_t k : {2, 64})
+        for (bool accumulate : {false, true}) {
+          const int64_t a_rs = k + 2, ld = (n + 7) / 8 * 8, ldc = n + 3;
+          const std::vector<bf16> a = random_bf16(m * a_rs, 3);
+          const std::vector<bf16> b = random_bf16(n * k, 4);
+          std::vector<uint32_t> packed(static_cast<size_t>(k / 2 * ld));
+          pack_bf16_pairs(b.data(), k, n, k, packed.data(), ld);
+          std::vector<float> start(static_cast<size_t>(m * ldc));
+          for (size_t i = 0; i < start.size(); ++i)
+            start[i] = to_float(random_bf16(1, static_cast<uint32_t>(100 + i))[0]);
+          std::vector<float> whole = start, sliced = start;
+          bf16_dot_tile(m, n, k, a.data(), a_rs, packed.data(), ld, whole.data(), ldc, accumulate);
+          for (int64_t j = 0; j < n; j += 8)
+            bf16_dot_tile(m, std::min<int64_t>(8, n - j), k, a.data(), a_rs, packed.data() + j, ld,
+                          sliced.data() + j, ldc, accumulate);
+          ASSERT_EQ(std::memcmp(whole.data(), sliced.data(), whole.size() * sizeof(float)), 0)
+              << "m " << m << " n " << n << " k " << k << " accumulate " << accumulate;
+        }
 }
 
 TEST(Bf16Pairs, RowPackInterleavesPairsOfRowsAndZeroesAMissingLastRow) {

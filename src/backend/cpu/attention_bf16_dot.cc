@@ -92,13 +92,47 @@ HR_BF16_DOT_TARGET inline __m256bh broadcast_pair(const bf16* p) {
   return reinterpret_cast<__m256bh>(_mm256_set1_epi32(word));
 }
 
-// kRows rows of C, every column block of 16, then of 8 or fewer (masked:
-// nothing at or past n is touched).
+HR_BF16_DOT_TARGET inline __m512bh load_pairs_512(const uint32_t* p) {
+  return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p));
+}
+HR_BF16_DOT_TARGET inline __m512bh broadcast_pair_512(const bf16* p) {
+  int32_t word;
+  std::memcpy(&word, p, sizeof word);
+  return reinterpret_cast<__m512bh>(_mm512_set1_epi32(word));
+}
+
+// kRows rows of C, every column block of 32 (512-bit vectors), then of 16,
+// then of 8 or fewer (masked: nothing at or past n is touched). A lane of
+// VDPBF16PS computes the same thing at any vector width, and each C element
+// is one sequence of them over the pairs, so the blocking never changes a
+// bit; 512-bit vectors double the products per instruction, which CPUs with
+// full-width AVX-512 units (Zen 5, Sapphire Rapids) run at the same rate.
 template <int kRows>
 HR_BF16_DOT_TARGET inline void dot_rows(int64_t n, int64_t pairs, const bf16* a, int64_t a_rs,
                                         const uint32_t* b, int64_t ldb, float* c, int64_t ldc,
                                         bool accumulate) {
   int64_t j = 0;
+  for (; j + 32 <= n; j += 32) {
+    __m512 acc[kRows][2];
+    for (int r = 0; r < kRows; ++r) {
+      acc[r][0] = accumulate ? _mm512_loadu_ps(c + r * ldc + j) : _mm512_setzero_ps();
+      acc[r][1] = accumulate ? _mm512_loadu_ps(c + r * ldc + j + 16) : _mm512_setzero_ps();
+    }
+    for (int64_t p = 0; p < pairs; ++p) {
+      const __m512bh b0 = load_pairs_512(b + p * ldb + j),
+                     b1 = load_pairs_512(b + p * ldb + j + 16);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r) {
+        const __m512bh x = broadcast_pair_512(a + r * a_rs + 2 * p);
+        acc[r][0] = _mm512_dpbf16_ps(acc[r][0], x, b0);
+        acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, b1);
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      _mm512_storeu_ps(c + r * ldc + j, acc[r][0]);
+      _mm512_storeu_ps(c + r * ldc + j + 16, acc[r][1]);
+    }
+  }
   for (; j + 16 <= n; j += 16) {
     __m256 acc[kRows][2];
     for (int r = 0; r < kRows; ++r) {

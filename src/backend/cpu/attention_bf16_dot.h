@@ -14,7 +14,9 @@
 namespace headroom::attention_cpu {
 
 // Whether this CPU runs VDPBF16PS on 256-bit vectors (AVX512_BF16 and
-// AVX512VL) and HEADROOM_CPU_BF16_DOT is not "0". Checked once per process.
+// AVX512VL; every such CPU also has the 512-bit form, which bf16_dot_tile
+// uses for column blocks of 32) and HEADROOM_CPU_BF16_DOT is not "0".
+// Checked once per process.
 bool have_bf16_dot();
 
 // Packs `rows` rows of `cols` bf16 (row c at src + c * stride, cols even)
