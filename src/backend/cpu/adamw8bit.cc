@@ -71,6 +71,20 @@ HR_SIMD_INLINE float abs_max(const float* x, int64_t n) {
   return largest;
 }
 
+// codes[j] = the code of values[j] / absmax in `map` for j < count (a loop
+// that vectorizes, with gathers); all `zero` when absmax is 0.
+template <bool kSigned>
+HR_SIMD_INLINE void requantize(const float* values, int64_t count, float absmax,
+                               const std::array<float, 256>& map, uint8_t zero, uint8_t* codes) {
+  if (absmax > 0) {
+#pragma omp simd
+    for (int64_t j = 0; j < count; ++j)
+      codes[j] = quantize_to_map(map, kSigned, values[j] / absmax);
+  } else {
+    std::fill(codes, codes + count, zero);
+  }
+}
+
 // Blocks [b0, b1) of one group, the weights through `w` (cpu/weight_update.h).
 // Each pass over a block is a loop of its own, so each vectorizes (the
 // dequantization and the codes with gathers from the maps).
@@ -105,20 +119,8 @@ HR_CPU_CLONES void update_blocks(WeightUpdate<P, M> w, const P* grad, uint8_t* m
     const float m_max = abs_max(ms, count), v_max = abs_max(vs, count);
     ma[b] = m_max;
     va[b] = v_max;
-    if (m_max > 0) {
-#pragma omp simd
-      for (int64_t j = 0; j < count; ++j)
-        mc[lo + j] = quantize_to_map(map_s, true, ms[j] / m_max);
-    } else {
-      std::fill(mc + lo, mc + lo + count, s.zero_s);
-    }
-    if (v_max > 0) {
-#pragma omp simd
-      for (int64_t j = 0; j < count; ++j)
-        vc[lo + j] = quantize_to_map(map_u, false, vs[j] / v_max);
-    } else {
-      std::fill(vc + lo, vc + lo + count, s.zero_u);
-    }
+    requantize<true>(ms, count, m_max, map_s, s.zero_s, mc + lo);
+    requantize<false>(vs, count, v_max, map_u, s.zero_u, vc + lo);
   }
 }
 

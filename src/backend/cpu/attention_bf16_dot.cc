@@ -92,13 +92,66 @@ HR_BF16_DOT_TARGET inline __m256bh broadcast_pair(const bf16* p) {
   return reinterpret_cast<__m256bh>(_mm256_set1_epi32(word));
 }
 
-HR_BF16_DOT_TARGET inline __m512bh load_pairs_512(const uint32_t* p) {
-  return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p));
-}
-HR_BF16_DOT_TARGET inline __m512bh broadcast_pair_512(const bf16* p) {
-  int32_t word;
-  std::memcpy(&word, p, sizeof word);
-  return reinterpret_cast<__m512bh>(_mm512_set1_epi32(word));
+// VDPBF16PS and what goes with it at one vector width: Ymm 8 fp32 lanes
+// (16 bf16), Zmm 16 (32), for dot_block.
+struct Ymm {
+  static constexpr int64_t kLanes = 8;
+  using Acc = __m256;
+  using Pairs = __m256bh;
+  HR_BF16_DOT_TARGET static Acc zero() { return _mm256_setzero_ps(); }
+  HR_BF16_DOT_TARGET static Acc load(const float* p) { return _mm256_loadu_ps(p); }
+  HR_BF16_DOT_TARGET static void store(float* p, Acc v) { _mm256_storeu_ps(p, v); }
+  HR_BF16_DOT_TARGET static Pairs pairs(const uint32_t* p) { return load_pairs(p); }
+  HR_BF16_DOT_TARGET static Pairs broadcast(const bf16* p) { return broadcast_pair(p); }
+  HR_BF16_DOT_TARGET static Acc dot(Acc acc, Pairs x, Pairs y) {
+    return _mm256_dpbf16_ps(acc, x, y);
+  }
+};
+struct Zmm {
+  static constexpr int64_t kLanes = 16;
+  using Acc = __m512;
+  using Pairs = __m512bh;
+  HR_BF16_DOT_TARGET static Acc zero() { return _mm512_setzero_ps(); }
+  HR_BF16_DOT_TARGET static Acc load(const float* p) { return _mm512_loadu_ps(p); }
+  HR_BF16_DOT_TARGET static void store(float* p, Acc v) { _mm512_storeu_ps(p, v); }
+  HR_BF16_DOT_TARGET static Pairs pairs(const uint32_t* p) {
+    return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p));
+  }
+  HR_BF16_DOT_TARGET static Pairs broadcast(const bf16* p) {
+    int32_t word;
+    std::memcpy(&word, p, sizeof word);
+    return reinterpret_cast<__m512bh>(_mm512_set1_epi32(word));
+  }
+  HR_BF16_DOT_TARGET static Acc dot(Acc acc, Pairs x, Pairs y) {
+    return _mm512_dpbf16_ps(acc, x, y);
+  }
+};
+
+// Columns [j, j + 2 * W::kLanes) of kRows rows of C: 2 * kRows accumulators,
+// two B loads and kRows broadcasts per pair.
+template <typename W, int kRows>
+HR_BF16_DOT_TARGET inline void dot_block(int64_t j, int64_t pairs, const bf16* a, int64_t a_rs,
+                                         const uint32_t* b, int64_t ldb, float* c, int64_t ldc,
+                                         bool accumulate) {
+  typename W::Acc acc[kRows][2];
+  for (int r = 0; r < kRows; ++r) {
+    acc[r][0] = accumulate ? W::load(c + r * ldc + j) : W::zero();
+    acc[r][1] = accumulate ? W::load(c + r * ldc + j + W::kLanes) : W::zero();
+  }
+  for (int64_t p = 0; p < pairs; ++p) {
+    const typename W::Pairs b0 = W::pairs(b + p * ldb + j),
+                            b1 = W::pairs(b + p * ldb + j + W::kLanes);
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      const typename W::Pairs x = W::broadcast(a + r * a_rs + 2 * p);
+      acc[r][0] = W::dot(acc[r][0], x, b0);
+      acc[r][1] = W::dot(acc[r][1], x, b1);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    W::store(c + r * ldc + j, acc[r][0]);
+    W::store(c + r * ldc + j + W::kLanes, acc[r][1]);
+  }
 }
 
 // kRows rows of C, every column block of 32 (512-bit vectors), then of 16,
@@ -112,47 +165,10 @@ HR_BF16_DOT_TARGET inline void dot_rows(int64_t n, int64_t pairs, const bf16* a,
                                         const uint32_t* b, int64_t ldb, float* c, int64_t ldc,
                                         bool accumulate) {
   int64_t j = 0;
-  for (; j + 32 <= n; j += 32) {
-    __m512 acc[kRows][2];
-    for (int r = 0; r < kRows; ++r) {
-      acc[r][0] = accumulate ? _mm512_loadu_ps(c + r * ldc + j) : _mm512_setzero_ps();
-      acc[r][1] = accumulate ? _mm512_loadu_ps(c + r * ldc + j + 16) : _mm512_setzero_ps();
-    }
-    for (int64_t p = 0; p < pairs; ++p) {
-      const __m512bh b0 = load_pairs_512(b + p * ldb + j),
-                     b1 = load_pairs_512(b + p * ldb + j + 16);
-#pragma GCC unroll 4
-      for (int r = 0; r < kRows; ++r) {
-        const __m512bh x = broadcast_pair_512(a + r * a_rs + 2 * p);
-        acc[r][0] = _mm512_dpbf16_ps(acc[r][0], x, b0);
-        acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, b1);
-      }
-    }
-    for (int r = 0; r < kRows; ++r) {
-      _mm512_storeu_ps(c + r * ldc + j, acc[r][0]);
-      _mm512_storeu_ps(c + r * ldc + j + 16, acc[r][1]);
-    }
-  }
-  for (; j + 16 <= n; j += 16) {
-    __m256 acc[kRows][2];
-    for (int r = 0; r < kRows; ++r) {
-      acc[r][0] = accumulate ? _mm256_loadu_ps(c + r * ldc + j) : _mm256_setzero_ps();
-      acc[r][1] = accumulate ? _mm256_loadu_ps(c + r * ldc + j + 8) : _mm256_setzero_ps();
-    }
-    for (int64_t p = 0; p < pairs; ++p) {
-      const __m256bh b0 = load_pairs(b + p * ldb + j), b1 = load_pairs(b + p * ldb + j + 8);
-#pragma GCC unroll 4
-      for (int r = 0; r < kRows; ++r) {
-        const __m256bh x = broadcast_pair(a + r * a_rs + 2 * p);
-        acc[r][0] = _mm256_dpbf16_ps(acc[r][0], x, b0);
-        acc[r][1] = _mm256_dpbf16_ps(acc[r][1], x, b1);
-      }
-    }
-    for (int r = 0; r < kRows; ++r) {
-      _mm256_storeu_ps(c + r * ldc + j, acc[r][0]);
-      _mm256_storeu_ps(c + r * ldc + j + 8, acc[r][1]);
-    }
-  }
+  for (; j + 32 <= n; j += 32)
+    dot_block<Zmm, kRows>(j, pairs, a, a_rs, b, ldb, c, ldc, accumulate);
+  for (; j + 16 <= n; j += 16)
+    dot_block<Ymm, kRows>(j, pairs, a, a_rs, b, ldb, c, ldc, accumulate);
   for (; j < n; j += 8) {
     const __mmask8 lanes = n - j >= 8 ? __mmask8{0xff} : static_cast<__mmask8>((1u << (n - j)) - 1);
     __m256 acc[kRows];

@@ -13,6 +13,7 @@
 #include <bit>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "backend/cpu/exp_approx.h"
 #include "tensor/dtype.h"
@@ -77,26 +78,66 @@ inline int64_t round_up8(int64_t n) {
   return (n + 7) / 8 * 8;
 }
 
+// kLanes floats: v8f (one AVX register), or, for attention_wide_fma.cc's
+// AVX-512 tile products, 16 (one 512-bit register).
+// (Spelled out per width: GCC drops a vector_size that depends on a template
+// parameter.)
+template <int kLanes>
+struct LaneVector;
+template <>
+struct LaneVector<8> {
+  using type = v8f;
+};
+template <>
+struct LaneVector<16> {
+  using type = float __attribute__((vector_size(16 * sizeof(float))));
+};
+template <int kLanes>
+using lane_vector = typename LaneVector<kLanes>::type;
+
+// kLanes consecutive elements as fp32: 16 only from fp32 (the wide
+// products' operands are fp32 tiles), 8 from any dtype.
+template <int kLanes, typename T>
+HR_ATTENTION_INLINE lane_vector<kLanes> load_lanes(const T* p) {
+  if constexpr (kLanes == 8) {
+    return load8(p);
+  } else {
+    static_assert(std::is_same_v<T, float>, "16 lanes load fp32 only");
+    lane_vector<kLanes> v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return v;
+  }
+}
+template <int kLanes>
+HR_ATTENTION_INLINE void store_lanes(float* p, const lane_vector<kLanes>& v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+
 // kRows rows of C (+)= A B: C[r][j] = (accumulate ? C[r][j] : 0) +
 // sum_{p < k} A(r, p) * B[p][j], for j < n. A(r, p) = a[r * a_rs + p * a_cs]
 // (any strides: its elements are broadcast, so a transposed A costs nothing);
-// B's rows are contiguous: B[p][j] = b[p * ldb + j]. Each C element is one
-// sequential sum over p, whichever column block it falls in.
-template <int kRows, typename TA, typename TB>
+// B's rows are contiguous: B[p][j] = b[p * ldb + j]. Column blocks of
+// 2 * kLanes, then kLanes, then the rest (8 lanes' blocks after 16, else one
+// column at a time). Each C element is one sequential sum over p, whichever
+// block its column falls in and whatever kLanes: the blocking never changes
+// a bit.
+template <int kRows, int kLanes = 8, typename TA, typename TB>
 HR_ATTENTION_INLINE void gemm_rows(int64_t n, int64_t k, const TA* a, int64_t a_rs, int64_t a_cs,
                                    const TB* b, int64_t ldb, float* c, int64_t ldc,
                                    bool accumulate) {
+  using V = lane_vector<kLanes>;
   int64_t j = 0;
-  // 16 columns x kRows rows: 2 * kRows accumulators, two B loads and kRows
-  // broadcasts per step of p.
-  for (; j + 16 <= n; j += 16) {
-    v8f acc[kRows][2];
+  // 2 * kLanes columns x kRows rows: 2 * kRows accumulators, two B loads and
+  // kRows broadcasts per step of p.
+  for (; j + 2 * kLanes <= n; j += 2 * kLanes) {
+    V acc[kRows][2];
     for (int r = 0; r < kRows; ++r) {
-      acc[r][0] = accumulate ? load8(c + r * ldc + j) : v8f{};
-      acc[r][1] = accumulate ? load8(c + r * ldc + j + 8) : v8f{};
+      acc[r][0] = accumulate ? load_lanes<kLanes>(c + r * ldc + j) : V{};
+      acc[r][1] = accumulate ? load_lanes<kLanes>(c + r * ldc + j + kLanes) : V{};
     }
     for (int64_t p = 0; p < k; ++p) {
-      const v8f b0 = load8(b + p * ldb + j), b1 = load8(b + p * ldb + j + 8);
+      const V b0 = load_lanes<kLanes>(b + p * ldb + j);
+      const V b1 = load_lanes<kLanes>(b + p * ldb + j + kLanes);
 #pragma GCC unroll 4
       for (int r = 0; r < kRows; ++r) {
         const float x = widen(a[r * a_rs + p * a_cs]);
@@ -105,52 +146,57 @@ HR_ATTENTION_INLINE void gemm_rows(int64_t n, int64_t k, const TA* a, int64_t a_
       }
     }
     for (int r = 0; r < kRows; ++r) {
-      store8(c + r * ldc + j, acc[r][0]);
-      store8(c + r * ldc + j + 8, acc[r][1]);
+      store_lanes<kLanes>(c + r * ldc + j, acc[r][0]);
+      store_lanes<kLanes>(c + r * ldc + j + kLanes, acc[r][1]);
     }
   }
-  for (; j + 8 <= n; j += 8) {
-    v8f acc[kRows];
+  for (; j + kLanes <= n; j += kLanes) {
+    V acc[kRows];
     for (int r = 0; r < kRows; ++r)
-      acc[r] = accumulate ? load8(c + r * ldc + j) : v8f{};
+      acc[r] = accumulate ? load_lanes<kLanes>(c + r * ldc + j) : V{};
     for (int64_t p = 0; p < k; ++p) {
-      const v8f b0 = load8(b + p * ldb + j);
+      const V b0 = load_lanes<kLanes>(b + p * ldb + j);
 #pragma GCC unroll 4
       for (int r = 0; r < kRows; ++r)
         acc[r] += widen(a[r * a_rs + p * a_cs]) * b0;
     }
     for (int r = 0; r < kRows; ++r)
-      store8(c + r * ldc + j, acc[r]);
+      store_lanes<kLanes>(c + r * ldc + j, acc[r]);
   }
-  for (; j < n; ++j) {
-    for (int r = 0; r < kRows; ++r) {
-      float acc = accumulate ? c[r * ldc + j] : 0.0f;
-      for (int64_t p = 0; p < k; ++p)
-        acc += widen(a[r * a_rs + p * a_cs]) * widen(b[p * ldb + j]);
-      c[r * ldc + j] = acc;
+  if constexpr (kLanes > 8) {
+    if (j < n) gemm_rows<kRows, 8>(n - j, k, a, a_rs, a_cs, b + j, ldb, c + j, ldc, accumulate);
+  } else {
+    for (; j < n; ++j) {
+      for (int r = 0; r < kRows; ++r) {
+        float acc = accumulate ? c[r * ldc + j] : 0.0f;
+        for (int64_t p = 0; p < k; ++p)
+          acc += widen(a[r * a_rs + p * a_cs]) * widen(b[p * ldb + j]);
+        c[r * ldc + j] = acc;
+      }
     }
   }
 }
 
-// C (m x n) (+)= A (m x k) B (k x n), strides as in gemm_rows.
-template <typename TA, typename TB>
+// C (m x n) (+)= A (m x k) B (k x n), strides as in gemm_rows, on kLanes-wide
+// vectors (16: attention_wide_fma.cc, compiled for AVX-512).
+template <int kLanes = 8, typename TA, typename TB>
 HR_ATTENTION_INLINE void tile_gemm(int64_t m, int64_t n, int64_t k, const TA* a, int64_t a_rs,
                                    int64_t a_cs, const TB* b, int64_t ldb, float* c, int64_t ldc,
                                    bool accumulate) {
   int64_t i = 0;
   for (; i + 4 <= m; i += 4)
-    gemm_rows<4>(n, k, a + i * a_rs, a_rs, a_cs, b, ldb, c + i * ldc, ldc, accumulate);
+    gemm_rows<4, kLanes>(n, k, a + i * a_rs, a_rs, a_cs, b, ldb, c + i * ldc, ldc, accumulate);
   const TA* a_tail = a + i * a_rs;
   float* c_tail = c + i * ldc;
   switch (m - i) {
     case 3:
-      gemm_rows<3>(n, k, a_tail, a_rs, a_cs, b, ldb, c_tail, ldc, accumulate);
+      gemm_rows<3, kLanes>(n, k, a_tail, a_rs, a_cs, b, ldb, c_tail, ldc, accumulate);
       break;
     case 2:
-      gemm_rows<2>(n, k, a_tail, a_rs, a_cs, b, ldb, c_tail, ldc, accumulate);
+      gemm_rows<2, kLanes>(n, k, a_tail, a_rs, a_cs, b, ldb, c_tail, ldc, accumulate);
       break;
     case 1:
-      gemm_rows<1>(n, k, a_tail, a_rs, a_cs, b, ldb, c_tail, ldc, accumulate);
+      gemm_rows<1, kLanes>(n, k, a_tail, a_rs, a_cs, b, ldb, c_tail, ldc, accumulate);
       break;
     default:
       break;
