@@ -66,6 +66,17 @@ HR_ATTENTION_INLINE f16 store_value(float x, f16*) {
   return to_f16(x);
 }
 
+// dst[c] = src[c] * factor for c < n, rounded to T: a row of out, dq, dk or
+// dv leaving its fp32 accumulator. The restrict lets the loop vectorize: a
+// store through a T* could otherwise alias the Problem a factor is read from.
+template <typename T>
+HR_ATTENTION_INLINE void store_scaled_row(const float* __restrict src, float factor, int64_t n,
+                                          T* __restrict dst) {
+#pragma omp simd
+  for (int64_t c = 0; c < n; ++c)
+    dst[c] = store_value(src[c] * factor, dst);
+}
+
 // One call's operands as raw pointers, and what every work item needs to
 // know. A token's row of head h starts at h * D; rows are `*_stride` apart.
 template <typename T>
@@ -332,11 +343,8 @@ HR_ATTENTION_INLINE void forward_item(const Problem<T>& p, int64_t h, int64_t i)
   // Every row saw its own key (attention_mask.h), so its maximum's term is
   // exp(0) = 1: sum >= 1.
   for (int64_t r = 0; r < row.nq; ++r) {
-    const float inv = 1.0f / sum[r];
-    T* out_row = p.out + (row.q0 + r) * p.q_stride + h * dim;
-    const float* acc_row = acc + r * dim;
-    for (int64_t c = 0; c < dim; ++c)
-      out_row[c] = store_value(acc_row[c] * inv, out_row);
+    store_scaled_row(acc + r * dim, 1.0f / sum[r], dim,
+                     p.out + (row.q0 + r) * p.q_stride + h * dim);
     p.lse[h * d.tokens + row.q0 + r] = max[r] + std::log(sum[r]);
   }
 }
@@ -396,12 +404,8 @@ HR_ATTENTION_INLINE void backward_dq_item(const Problem<T>& p, int64_t h, int64_
     }
   }
 
-  for (int64_t r = 0; r < row.nq; ++r) {
-    T* dq_row = p.dq + (row.q0 + r) * p.q_stride + h * dim;
-    const float* acc_row = acc + r * dim;
-    for (int64_t c = 0; c < dim; ++c)
-      dq_row[c] = store_value(acc_row[c] * p.scale, dq_row);
-  }
+  for (int64_t r = 0; r < row.nq; ++r)
+    store_scaled_row(acc + r * dim, p.scale, dim, p.dq + (row.q0 + r) * p.q_stride + h * dim);
 }
 
 // ---- backward, pass 2: dk and dv for one (kv head g, key tile j) ----
@@ -473,12 +477,9 @@ HR_ATTENTION_INLINE void backward_dkv_item(const Problem<T>& p, int64_t g, int64
   }
 
   for (int64_t c = 0; c < column.nk; ++c) {
-    T* dk_row = p.dk + (column.k0 + c) * p.kv_stride + g * dim;
-    T* dv_row = p.dv + (column.k0 + c) * p.kv_stride + g * dim;
-    for (int64_t x = 0; x < dim; ++x) {
-      dk_row[x] = store_value(dk[c * dim + x] * p.scale, dk_row);
-      dv_row[x] = store_value(dv[c * dim + x], dv_row);
-    }
+    const int64_t at = (column.k0 + c) * p.kv_stride + g * dim;
+    store_scaled_row(dk + c * dim, p.scale, dim, p.dk + at);
+    store_scaled_row(dv + c * dim, 1.0f, dim, p.dv + at);
   }
 }
 

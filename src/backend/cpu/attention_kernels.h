@@ -203,17 +203,56 @@ HR_ATTENTION_INLINE void tile_gemm(int64_t m, int64_t n, int64_t k, const TA* a,
   }
 }
 
+// Eight rows of eight floats transposed in registers: on return r[j][i] is
+// what r[i][j] was (unpack pairs, then quads, then 128-bit halves: the
+// classic 8x8 sequence, which GCC lowers to vunpck / vshufps / vperm2f128).
+HR_ATTENTION_INLINE void transpose8x8(v8f (&r)[8]) {
+  v8f t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = __builtin_shuffle(r[i], r[i + 1], v8i{0, 8, 1, 9, 4, 12, 5, 13});
+    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], v8i{2, 10, 3, 11, 6, 14, 7, 15});
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = __builtin_shuffle(t[i], t[i + 2], v8i{0, 1, 8, 9, 4, 5, 12, 13});
+    u[i + 1] = __builtin_shuffle(t[i], t[i + 2], v8i{2, 3, 10, 11, 6, 7, 14, 15});
+    u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], v8i{0, 1, 8, 9, 4, 5, 12, 13});
+    u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], v8i{2, 3, 10, 11, 6, 7, 14, 15});
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = __builtin_shuffle(u[i], u[i + 4], v8i{0, 1, 2, 3, 8, 9, 10, 11});
+    r[i + 4] = __builtin_shuffle(u[i], u[i + 4], v8i{4, 5, 6, 7, 12, 13, 14, 15});
+  }
+}
+
 // dst[d * ld + c] = src[c * src_stride + d] for c < rows, d < cols, widened
 // to fp32; columns [rows, ld) of dst are zeroed, so a product over the padded
-// width reads zeros, never stale values.
+// width reads zeros, never stale values. ld >= round_up8(rows). Blocks of
+// 8 x 8 go through registers (a missing row of the last block reads as zeros,
+// which is the padding); only a head_dim that is not a multiple of 8 leaves
+// columns to the element loop. The values are copied, so no bit depends on
+// the blocking.
 template <typename T>
 HR_ATTENTION_INLINE void transpose_tile(const T* src, int64_t src_stride, int64_t rows,
                                         int64_t cols, float* dst, int64_t ld) {
-  for (int64_t c = 0; c < rows; ++c)
-    for (int64_t d = 0; d < cols; ++d)
+  const int64_t padded = round_up8(rows);
+  int64_t d0 = 0;
+  for (; d0 + 8 <= cols; d0 += 8)
+    for (int64_t c0 = 0; c0 < padded; c0 += 8) {
+      v8f block[8];
+      for (int i = 0; i < 8; ++i)
+        block[i] = c0 + i < rows ? load8(src + (c0 + i) * src_stride + d0) : v8f{};
+      transpose8x8(block);
+      for (int i = 0; i < 8; ++i)
+        store8(dst + (d0 + i) * ld + c0, block[i]);
+    }
+  for (int64_t d = d0; d < cols; ++d) {
+    for (int64_t c = 0; c < rows; ++c)
       dst[d * ld + c] = widen(src[c * src_stride + d]);
+    for (int64_t c = rows; c < padded; ++c)
+      dst[d * ld + c] = 0.0f;
+  }
   for (int64_t d = 0; d < cols; ++d)
-    for (int64_t c = rows; c < ld; ++c)
+    for (int64_t c = padded; c < ld; ++c)
       dst[d * ld + c] = 0.0f;
 }
 
