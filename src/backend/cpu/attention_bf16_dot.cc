@@ -5,9 +5,9 @@
 
 #include <immintrin.h>
 
-#include <cstdlib>
 #include <cstring>
-#include <string_view>
+
+#include "backend/cpu/cpu_switch.h"
 
 namespace headroom::attention_cpu {
 
@@ -15,9 +15,8 @@ bool have_bf16_dot() {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool have = [] {
     // HEADROOM_CPU_BF16_DOT=0 keeps the fp32 tile products on a CPU that
-    // has VDPBF16PS: what a CPU without it runs, testable and measurable here.
-    const char* setting = std::getenv("HEADROOM_CPU_BF16_DOT");
-    if (setting != nullptr && std::string_view(setting) == "0") return false;
+    // has VDPBF16PS.
+    if (cpu_path_switched_off("HEADROOM_CPU_BF16_DOT")) return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vl");
   }();

@@ -2,10 +2,8 @@
 // tile_gemm at 16 lanes, in the one function here compiled for x86-64-v4.
 #include "backend/cpu/attention_wide_fma.h"
 
-#include <cstdlib>
-#include <string_view>
-
 #include "backend/cpu/attention_kernels.h"
+#include "backend/cpu/cpu_switch.h"
 
 // 64-byte vectors are passed between always-inlined helpers only (see
 // attention_kernels.h): no call with the differing ABI exists.
@@ -25,9 +23,8 @@ bool have_wide_fma() {
 #if HR_HAVE_WIDE_FMA_TARGET
   static const bool have = [] {
     // HEADROOM_CPU_WIDE_FMA=0 keeps the 8-lane products on a CPU with
-    // AVX-512: what an AVX2 CPU runs, testable and measurable here.
-    const char* setting = std::getenv("HEADROOM_CPU_WIDE_FMA");
-    if (setting != nullptr && std::string_view(setting) == "0") return false;
+    // AVX-512.
+    if (cpu_path_switched_off("HEADROOM_CPU_WIDE_FMA")) return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("x86-64-v4") != 0;
   }();
