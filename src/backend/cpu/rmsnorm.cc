@@ -45,6 +45,9 @@ using v4d = double __attribute__((vector_size(4 * sizeof(double))));
 using v4f = float __attribute__((vector_size(4 * sizeof(float))));
 using v4u16 = uint16_t __attribute__((vector_size(4 * sizeof(uint16_t))));
 using v4u32 = uint32_t __attribute__((vector_size(4 * sizeof(uint32_t))));
+using v8f = float __attribute__((vector_size(8 * sizeof(float))));
+using v8u16 = uint16_t __attribute__((vector_size(8 * sizeof(uint16_t))));
+using v8u32 = uint32_t __attribute__((vector_size(8 * sizeof(uint32_t))));
 static_assert(kLanes == 8, "Lanes below is 8 wide");
 
 // kLanes doubles as two 4-wide halves, lanes 0-3 and 4-7: an AVX2 register
@@ -75,6 +78,29 @@ HR_ROW_INLINE v4d load4(const f16* a) {
 template <typename T>
 HR_ROW_INLINE Lanes load_lanes(const T* a) {
   return {load4(a), load4(a + 4)};
+}
+// fp32 and bf16 as one 8-lane load, split in halves after widening to fp32:
+// four-element loads of bf16 left GCC building each double vector from
+// 128-bit pieces (half of the bf16 backward's row loop). Same values.
+HR_ROW_INLINE Lanes split_lanes(const v8f& v) {
+  const v4f low = __builtin_shufflevector(v, v, 0, 1, 2, 3);
+  const v4f high = __builtin_shufflevector(v, v, 4, 5, 6, 7);
+  return {__builtin_convertvector(low, v4d), __builtin_convertvector(high, v4d)};
+}
+template <>
+HR_ROW_INLINE Lanes load_lanes(const float* a) {
+  v8f v;
+  __builtin_memcpy(&v, a, sizeof v);
+  return split_lanes(v);
+}
+template <>
+HR_ROW_INLINE Lanes load_lanes(const bf16* a) {
+  v8u16 bits16;
+  __builtin_memcpy(&bits16, a, sizeof bits16);
+  const v8u32 bits = __builtin_convertvector(bits16, v8u32) << 16;
+  v8f v;
+  __builtin_memcpy(&v, &bits, sizeof v);
+  return split_lanes(v);
 }
 // The tail's n < kLanes elements, the other lanes 0.
 template <typename T>
