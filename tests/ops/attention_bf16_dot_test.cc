@@ -49,10 +49,10 @@ TEST(Bf16Pairs, PackInterleavesEachRowsPairsAndZeroesThePadding) {
 }
 
 // C = A B^T for A (m x k) and B (n x k), rows of B packed; every shape of
-// tail: rows 1..7 (the 4-row blocks and 3, 2, 1 left), columns 8..40.
+// tail: rows 1..13 (the 8- and 4-row blocks and 3, 2, 1 left), columns 8..72.
 TEST(Bf16DotTile, MatchesAFloat64SumOfTheSameBf16Values) {
   if (!have_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16 (or HEADROOM_CPU_BF16_DOT=0)";
-  for (int64_t m : {1, 2, 3, 4, 5, 7})
+  for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 13})
     for (int64_t n : {8, 16, 24, 40, 64, 72})
       for (int64_t k : {2, 8, 64}) {
         const int64_t a_rs = k + 6, b_rows = n - 3, ldc = n + 8;
@@ -168,6 +168,31 @@ TEST(Bf16RoundTransposed, IsToBf16OfTheTransposeAndZeroPadsAnOddK) {
               << "rows " << rows << " cols " << cols << " at (" << r << ", " << c << ")";
         }
     }
+}
+
+// The row blocks of 8, 4 and the 3, 2, 1 left give a row the same bits: all
+// m rows at once against the same product one row at a time.
+TEST(Bf16DotTile, RowBlockingNeverChangesABit) {
+  if (!have_bf16_dot()) GTEST_SKIP() << "this CPU has no AVX512-BF16 (or HEADROOM_CPU_BF16_DOT=0)";
+  for (int64_t m : {8, 9, 13, 16, 23})
+    for (int64_t n : {8, 40, 64})
+      for (bool accumulate : {false, true}) {
+        const int64_t k = 64, a_rs = k + 2, ldc = n + 3;
+        const std::vector<bf16> a = random_bf16(m * a_rs, 5);
+        const std::vector<bf16> b = random_bf16(n * k, 6);
+        std::vector<uint32_t> packed(static_cast<size_t>(k / 2 * n));
+        pack_bf16_pairs(b.data(), k, n, k, packed.data(), n);
+        std::vector<float> start(static_cast<size_t>(m * ldc));
+        for (size_t i = 0; i < start.size(); ++i)
+          start[i] = to_float(random_bf16(1, static_cast<uint32_t>(200 + i))[0]);
+        std::vector<float> whole = start, by_row = start;
+        bf16_dot_tile(m, n, k, a.data(), a_rs, packed.data(), n, whole.data(), ldc, accumulate);
+        for (int64_t r = 0; r < m; ++r)
+          bf16_dot_tile(1, n, k, a.data() + r * a_rs, a_rs, packed.data(), n,
+                        by_row.data() + r * ldc, ldc, accumulate);
+        ASSERT_EQ(std::memcmp(whole.data(), by_row.data(), whole.size() * sizeof(float)), 0)
+            << "m " << m << " n " << n << " accumulate " << accumulate;
+      }
 }
 
 // C += A B for B packed in pairs of rows, n of every tail (1..7 past a block

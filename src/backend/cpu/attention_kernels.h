@@ -138,7 +138,7 @@ HR_ATTENTION_INLINE void gemm_rows(int64_t n, int64_t k, const TA* a, int64_t a_
     for (int64_t p = 0; p < k; ++p) {
       const V b0 = load_lanes<kLanes>(b + p * ldb + j);
       const V b1 = load_lanes<kLanes>(b + p * ldb + j + kLanes);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < kRows; ++r) {
         const float x = widen(a[r * a_rs + p * a_cs]);
         acc[r][0] += x * b0;
@@ -156,7 +156,7 @@ HR_ATTENTION_INLINE void gemm_rows(int64_t n, int64_t k, const TA* a, int64_t a_
       acc[r] = accumulate ? load_lanes<kLanes>(c + r * ldc + j) : V{};
     for (int64_t p = 0; p < k; ++p) {
       const V b0 = load_lanes<kLanes>(b + p * ldb + j);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < kRows; ++r)
         acc[r] += widen(a[r * a_rs + p * a_cs]) * b0;
     }
@@ -184,6 +184,12 @@ HR_ATTENTION_INLINE void tile_gemm(int64_t m, int64_t n, int64_t k, const TA* a,
                                    int64_t a_cs, const TB* b, int64_t ldb, float* c, int64_t ldc,
                                    bool accumulate) {
   int64_t i = 0;
+  // On 16 lanes (32 vector registers) eight rows at a time: 16 accumulators,
+  // enough independent FMA chains for two FMA units, and fewer loads per
+  // FMA. Eight lanes have 16 registers: four rows.
+  if constexpr (kLanes == 16)
+    for (; i + 8 <= m; i += 8)
+      gemm_rows<8, kLanes>(n, k, a + i * a_rs, a_rs, a_cs, b, ldb, c + i * ldc, ldc, accumulate);
   for (; i + 4 <= m; i += 4)
     gemm_rows<4, kLanes>(n, k, a + i * a_rs, a_rs, a_cs, b, ldb, c + i * ldc, ldc, accumulate);
   const TA* a_tail = a + i * a_rs;
