@@ -320,7 +320,7 @@ HR_ATTENTION_INLINE void forward_item(const Problem<T>& p, int64_t h, int64_t i)
     int64_t k_ld;
     row_products(p, t.nk, ld, p.k + t.k0 * p.kv_stride + g * dim, p.kv_stride, q_pairs, q_t, ld,
                  k_buffer.fp32, s_t, ld, k_ld);
-    softmax_update_by_columns(s_t, t.nk, ld, lo, hi, p.scale, max, sum, rescale);
+    softmax_update_by_columns(s_t, t.nk, ld, lo, hi, p.scale, max, sum, rescale, p.wide);
     for (int64_t r = 0; r < t.nq; ++r) {
       const float factor = rescale[r];
       if (factor == 1.0f) continue;
@@ -393,7 +393,7 @@ HR_ATTENTION_INLINE void backward_dq_item(const Problem<T>& p, int64_t h, int64_
                                   s_t, ld, k_ld);
     row_products(p, t.nk, ld, p.v + t.k0 * p.kv_stride + g * dim, p.kv_stride, do_pairs, do_t, ld,
                  v_buffer.fp32, dp_t, ld, v_ld);
-    score_gradients_by_columns(s_t, dp_t, t.nk, ld, lo, hi, p.scale, lse, delta);
+    score_gradients_by_columns(s_t, dp_t, t.nk, ld, lo, hi, p.scale, lse, delta, p.wide);
     // acc += dS k, with dS read transposed out of s_t.
     if (dot_route(p)) {
       pack_row_pairs(p, k_rows, p.kv_stride, t.nk, k_buffer.row_pairs);
@@ -454,7 +454,7 @@ HR_ATTENTION_INLINE void backward_dkv_item(const Problem<T>& p, int64_t g, int64
       for (int64_t r = 0; r < t.nq; ++r) {
         int64_t lo, hi;
         visible_columns(t, kind, keys[r], lo, hi);
-        probabilities_row(s + r * ld, width, lo, hi, p.scale, lse[r]);
+        probabilities_row(s + r * ld, width, lo, hi, p.scale, lse[r], p.wide);
       }
       if (dot_route(p)) {
         pack_row_pairs(p, do_rows, p.q_stride, t.nq, do_buffer.row_pairs);

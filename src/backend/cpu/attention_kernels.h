@@ -90,7 +90,7 @@ struct LaneVector<8> {
 };
 template <>
 struct LaneVector<16> {
-  using type = float __attribute__((vector_size(16 * sizeof(float))));
+  using type = cpu_simd::v16f;
 };
 template <int kLanes>
 using lane_vector = typename LaneVector<kLanes>::type;
@@ -264,52 +264,155 @@ HR_ATTENTION_INLINE void transpose_tile(const T* src, int64_t src_stride, int64_
 
 inline constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
 
-HR_ATTENTION_INLINE v8i lane_indices(int64_t first) {
-  const int32_t f = static_cast<int32_t>(first);
-  return v8i{f, f + 1, f + 2, f + 3, f + 4, f + 5, f + 6, f + 7};
-}
-HR_ATTENTION_INLINE v8i load8(const int32_t* p) {
-  v8i v;
+// kLanes int32 lanes, the masks and indices beside lane_vector<kLanes>.
+using v16i = int32_t __attribute__((vector_size(64)));
+template <int kLanes>
+struct LaneInts;
+template <>
+struct LaneInts<8> {
+  using type = v8i;
+};
+template <>
+struct LaneInts<16> {
+  using type = v16i;
+};
+template <int kLanes>
+using lane_ints = typename LaneInts<kLanes>::type;
+
+template <int kLanes>
+HR_ATTENTION_INLINE lane_ints<kLanes> load_int_lanes(const int32_t* p) {
+  lane_ints<kLanes> v;
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
+// first, first + 1, ..., first + kLanes - 1.
+template <int kLanes>
+HR_ATTENTION_INLINE lane_ints<kLanes> lane_indices(int64_t first) {
+  lane_ints<kLanes> v;
+  for (int l = 0; l < kLanes; ++l)
+    v[l] = static_cast<int32_t>(first) + l;
+  return v;
+}
+
+// All ones in the lanes where lo <= x < hi, else 0: the sign of
+// (x - lo) | (hi - 1 - x), without a comparison (|x|, |lo|, |hi| are tile
+// offsets, far from overflow). On 16 lanes GCC 12 lowers an AND of two
+// comparisons, or a select on one, around an exp_approx into lane-by-lane
+// branches, each computing its own scalar exp.
+template <typename I>
+HR_ATTENTION_INLINE I inside(const I& x, const I& lo, const I& hi) {
+  return ~(((x - lo) | (hi - 1 - x)) >> 31);
+}
+
+// All ones in the lanes of v that are not -inf, else 0, from the bits: x =
+// v's bits XOR -inf's is 0 only there; (x >> 1) | (x & 1) keeps that and
+// fits in 31 bits, so its negation cannot overflow.
+template <typename V, typename I>
+HR_ATTENTION_INLINE I not_minus_infinity(const V& v) {
+  static_assert(sizeof(V) == sizeof(I));
+  I x;
+  __builtin_memcpy(&x, &v, sizeof x);
+  x ^= std::bit_cast<int32_t>(kMinusInfinity);
+  const I t = (x >> 1) | (x & 1);
+  return (t | -t) >> 31;
+}
+
+// a where `in`'s lane is all ones, b where it is 0: bitwise, not
+// `in != 0 ? a : b` (see inside()). masked(v, in) is v or +0.
+template <typename V, typename I>
+HR_ATTENTION_INLINE V select_bits(const I& in, const V& a, const V& b) {
+  static_assert(sizeof(V) == sizeof(I));
+  I a_bits, b_bits;
+  __builtin_memcpy(&a_bits, &a, sizeof a_bits);
+  __builtin_memcpy(&b_bits, &b, sizeof b_bits);
+  const I bits = (a_bits & in) | (b_bits & ~in);
+  V out;
+  __builtin_memcpy(&out, &bits, sizeof out);
+  return out;
+}
+template <typename V, typename I>
+HR_ATTENTION_INLINE V masked(const V& v, const I& in) {
+  return select_bits(in, v, V{});
+}
+
+// The softmax pieces below run on 16 lanes when the caller says `wide` (the
+// Problem's flag: a CPU with AVX-512, where the work items run their
+// x86-64-v4 clone) and on 8 otherwise. Every lane does the same operations
+// at either width, so the bits are the same (attention_wide_fma_test.cc);
+// 16 lanes on an AVX2 CPU would only be 8-lane code with twice the register
+// pressure.
+
 // ---- scores with keys as rows: s_t[c][r] = k_c . q_r (forward, dq pass) ----
 // Query r's visible keys in the tile are [lo[r], hi[r]); padding columns have
-// lo = hi = 0. Eight queries are updated at once, so nothing is transposed
-// per tile: q and dO are transposed once per query tile instead.
+// lo = hi = 0. Eight or sixteen queries are updated at once, so nothing is
+// transposed per tile: q and dO are transposed once per query tile instead.
 
-// The online-softmax update of every query of the tile over its `keys` rows.
-// Afterwards s_t holds p = exp(scale * score - new_max) (0 where masked);
-// max and sum are updated; rescale[r] = exp(old_max - new_max) is the factor
-// the output rows must be multiplied by (0 while max was -inf).
+// Queries [r, r + kLanes) of softmax_update_by_columns.
+template <int kLanes>
+HR_ATTENTION_INLINE void softmax_update_lanes(float* s_t, int64_t keys, int64_t ld, int64_t r,
+                                              const int32_t* lo, const int32_t* hi, float scale,
+                                              float* max, float* sum, float* rescale) {
+  using V = lane_vector<kLanes>;
+  using I = lane_ints<kLanes>;
+  const I lo_v = load_int_lanes<kLanes>(lo + r), hi_v = load_int_lanes<kLanes>(hi + r);
+  const V old_max = load_lanes<kLanes>(max + r);
+  V tile_max = V{} + kMinusInfinity;
+  for (int64_t c = 0; c < keys; ++c) {
+    const int32_t key = static_cast<int32_t>(c);
+    const I in = inside(I{} + key, lo_v, hi_v);
+    const V x = load_lanes<kLanes>(s_t + c * ld + r) * scale;
+    const V candidate = select_bits(in, x, V{} + kMinusInfinity);
+    tile_max = candidate > tile_max ? candidate : tile_max;
+  }
+  const V new_max = old_max > tile_max ? old_max : tile_max;
+  const V factor = masked(exp_approx(old_max - new_max), not_minus_infinity<V, I>(old_max));
+  V tile_sum{};
+  for (int64_t c = 0; c < keys; ++c) {
+    const int32_t key = static_cast<int32_t>(c);
+    const I in = inside(I{} + key, lo_v, hi_v);
+    float* at = s_t + c * ld + r;
+    const V p = masked(exp_approx(load_lanes<kLanes>(at) * scale - new_max), in);
+    store_lanes<kLanes>(at, p);
+    tile_sum += p;
+  }
+  store_lanes<kLanes>(max + r, new_max);
+  store_lanes<kLanes>(sum + r, load_lanes<kLanes>(sum + r) * factor + tile_sum);
+  store_lanes<kLanes>(rescale + r, factor);
+}
+
+// The online-softmax update of every query of the tile over its `keys` rows
+// (ld a multiple of 8). Afterwards s_t holds p = exp(scale * score -
+// new_max) (0 where masked); max and sum are updated; rescale[r] =
+// exp(old_max - new_max) is the factor the output rows must be multiplied by
+// (0 while max was -inf).
 HR_ATTENTION_INLINE void softmax_update_by_columns(float* s_t, int64_t keys, int64_t ld,
                                                    const int32_t* lo, const int32_t* hi,
                                                    float scale, float* max, float* sum,
-                                                   float* rescale) {
-  for (int64_t r = 0; r < ld; r += 8) {
-    const v8i lo_v = load8(lo + r), hi_v = load8(hi + r);
-    const v8f old_max = load8(max + r);
-    v8f tile_max = v8f{} + kMinusInfinity;
-    for (int64_t c = 0; c < keys; ++c) {
-      const int32_t key = static_cast<int32_t>(c);
-      const v8i in = (key >= lo_v) & (key < hi_v);
-      const v8f x = load8(s_t + c * ld + r) * scale;
-      tile_max = (in != 0) & (x > tile_max) ? x : tile_max;
-    }
-    const v8f new_max = old_max > tile_max ? old_max : tile_max;
-    const v8f factor = old_max == kMinusInfinity ? v8f{} : exp_approx(old_max - new_max);
-    v8f tile_sum{};
-    for (int64_t c = 0; c < keys; ++c) {
-      const int32_t key = static_cast<int32_t>(c);
-      const v8i in = (key >= lo_v) & (key < hi_v);
-      float* at = s_t + c * ld + r;
-      const v8f p = in != 0 ? exp_approx(load8(at) * scale - new_max) : v8f{};
-      store8(at, p);
-      tile_sum += p;
-    }
-    store8(max + r, new_max);
-    store8(sum + r, load8(sum + r) * factor + tile_sum);
-    store8(rescale + r, factor);
+                                                   float* rescale, bool wide) {
+  int64_t r = 0;
+  if (wide)
+    for (; r + 16 <= ld; r += 16)
+      softmax_update_lanes<16>(s_t, keys, ld, r, lo, hi, scale, max, sum, rescale);
+  for (; r < ld; r += 8)
+    softmax_update_lanes<8>(s_t, keys, ld, r, lo, hi, scale, max, sum, rescale);
+}
+
+// Queries [r, r + kLanes) of score_gradients_by_columns.
+template <int kLanes>
+HR_ATTENTION_INLINE void score_gradients_lanes(float* s_t, const float* dp_t, int64_t keys,
+                                               int64_t ld, int64_t r, const int32_t* lo,
+                                               const int32_t* hi, float scale, const float* lse,
+                                               const float* delta) {
+  using V = lane_vector<kLanes>;
+  using I = lane_ints<kLanes>;
+  const I lo_v = load_int_lanes<kLanes>(lo + r), hi_v = load_int_lanes<kLanes>(hi + r);
+  const V lse_v = load_lanes<kLanes>(lse + r), delta_v = load_lanes<kLanes>(delta + r);
+  for (int64_t c = 0; c < keys; ++c) {
+    const int32_t key = static_cast<int32_t>(c);
+    const I in = inside(I{} + key, lo_v, hi_v);
+    float* at = s_t + c * ld + r;
+    const V p = masked(exp_approx(load_lanes<kLanes>(at) * scale - lse_v), in);
+    store_lanes<kLanes>(at, p * (load_lanes<kLanes>(dp_t + c * ld + r) - delta_v));
   }
 }
 
@@ -318,31 +421,38 @@ HR_ATTENTION_INLINE void softmax_update_by_columns(float* s_t, int64_t keys, int
 HR_ATTENTION_INLINE void score_gradients_by_columns(float* s_t, const float* dp_t, int64_t keys,
                                                     int64_t ld, const int32_t* lo,
                                                     const int32_t* hi, float scale,
-                                                    const float* lse, const float* delta) {
-  for (int64_t r = 0; r < ld; r += 8) {
-    const v8i lo_v = load8(lo + r), hi_v = load8(hi + r);
-    const v8f lse_v = load8(lse + r), delta_v = load8(delta + r);
-    for (int64_t c = 0; c < keys; ++c) {
-      const int32_t key = static_cast<int32_t>(c);
-      const v8i in = (key >= lo_v) & (key < hi_v);
-      float* at = s_t + c * ld + r;
-      const v8f p = in != 0 ? exp_approx(load8(at) * scale - lse_v) : v8f{};
-      store8(at, p * (load8(dp_t + c * ld + r) - delta_v));
-    }
-  }
+                                                    const float* lse, const float* delta,
+                                                    bool wide) {
+  int64_t r = 0;
+  if (wide)
+    for (; r + 16 <= ld; r += 16)
+      score_gradients_lanes<16>(s_t, dp_t, keys, ld, r, lo, hi, scale, lse, delta);
+  for (; r < ld; r += 8)
+    score_gradients_lanes<8>(s_t, dp_t, keys, ld, r, lo, hi, scale, lse, delta);
 }
 
 // ---- scores with queries as rows: s[r][c] = q_r . k_c (dk / dv pass) ----
 
+// Columns [c, c + kLanes) of probabilities_row.
+template <int kLanes>
+HR_ATTENTION_INLINE void probabilities_lanes(float* s, int64_t c, int64_t lo, int64_t hi,
+                                             float scale, float lse) {
+  using I = lane_ints<kLanes>;
+  const I index = lane_indices<kLanes>(c);
+  const I in = inside(index, I{} + static_cast<int32_t>(lo), I{} + static_cast<int32_t>(hi));
+  store_lanes<kLanes>(s + c, masked(exp_approx(load_lanes<kLanes>(s + c) * scale - lse), in));
+}
+
 // One query row: s[c] <- exp(scale * s[c] - lse) on [lo, hi), 0 elsewhere in
 // [0, width) (width a multiple of 8).
 HR_ATTENTION_INLINE void probabilities_row(float* s, int64_t width, int64_t lo, int64_t hi,
-                                           float scale, float lse) {
-  for (int64_t c = 0; c < width; c += 8) {
-    const v8i index = lane_indices(c);
-    const v8i in = (index >= static_cast<int32_t>(lo)) & (index < static_cast<int32_t>(hi));
-    store8(s + c, in != 0 ? exp_approx(load8(s + c) * scale - lse) : v8f{});
-  }
+                                           float scale, float lse, bool wide) {
+  int64_t c = 0;
+  if (wide)
+    for (; c + 16 <= width; c += 16)
+      probabilities_lanes<16>(s, c, lo, hi, scale, lse);
+  for (; c < width; c += 8)
+    probabilities_lanes<8>(s, c, lo, hi, scale, lse);
 }
 
 // One query row: s[c] <- s[c] * (dp[c] - delta): P becomes dS.

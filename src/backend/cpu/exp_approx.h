@@ -1,4 +1,4 @@
-// exp_approx: a branch-free exp for one float or eight at once, the same
+// exp_approx: a branch-free exp for one float, eight or sixteen at once, the same
 // operations (hence the same bits per lane) either way, so a scalar loop
 // under `omp simd` and a GCC-vector kernel agree. Used by cpu attention's
 // softmax and swiglu's sigmoid; always inlined, so a caller compiled for a
@@ -8,7 +8,7 @@
 #include <bit>
 #include <cstdint>
 
-// The v8f overloads return 32-byte vectors by value; on a baseline (SSE)
+// The v8f and v16f overloads return 32- and 64-byte vectors by value; on a baseline (SSE)
 // build GCC warns that such a call's ABI differs from an AVX build's. They
 // are always inlined, so no such call exists (attention_kernels.h says more).
 #pragma GCC diagnostic push
@@ -20,10 +20,14 @@ namespace headroom::cpu_simd {
 
 using v8f = float __attribute__((vector_size(32)));
 using v8u32 = uint32_t __attribute__((vector_size(32)));
+// Sixteen floats: one AVX-512 register (cpu attention's softmax on CPUs that
+// have them).
+using v16f = float __attribute__((vector_size(64)));
+using v16u32 = uint32_t __attribute__((vector_size(64)));
 
 // exp(x) to about 2 ulp (Cephes expf: x = n ln2 + r, |r| <= ln2 / 2, a
 // degree-6 polynomial for e^r, then 2^n from the exponent bits), without
-// calls or branches, for a float or eight at once (the same operations, so
+// calls or branches, for a float, eight or sixteen at once (the same operations, so
 // the same bits per lane). x is clamped to [-87, 88], the normal range, so
 // the result is never 0 or inf (exp(-87) ~ 1.6e-38, exp(88) ~ 1.7e38):
 // attention sets masked elements to 0 itself, never via exp(-inf); swiglu's
@@ -39,14 +43,21 @@ HR_SIMD_INLINE float pow2_of_shifted(float t) {
   constexpr uint32_t kBias = std::bit_cast<uint32_t>(kExpShifter) - 127u;
   return std::bit_cast<float>((std::bit_cast<uint32_t>(t) - kBias) << 23);
 }
-HR_SIMD_INLINE v8f pow2_of_shifted(const v8f& t) {
+template <typename V, typename U>
+HR_SIMD_INLINE V pow2_of_shifted_lanes(const V& t) {
   constexpr uint32_t kBias = std::bit_cast<uint32_t>(kExpShifter) - 127u;
-  v8u32 bits;
+  U bits;
   __builtin_memcpy(&bits, &t, sizeof bits);
   bits = (bits - kBias) << 23;
-  v8f v;
+  V v;
   __builtin_memcpy(&v, &bits, sizeof v);
   return v;
+}
+HR_SIMD_INLINE v8f pow2_of_shifted(const v8f& t) {
+  return pow2_of_shifted_lanes<v8f, v8u32>(t);
+}
+HR_SIMD_INLINE v16f pow2_of_shifted(const v16f& t) {
+  return pow2_of_shifted_lanes<v16f, v16u32>(t);
 }
 // The float overload selects with bit masks, not `?:`: GCC threads the two
 // clamps' comparisons into branches, and a loop with branches is not
@@ -58,6 +69,9 @@ HR_SIMD_INLINE float select_less(float x, float bound, float then) {
 }
 HR_SIMD_INLINE v8f select_less(const v8f& x, float bound, float then) {
   return x < bound ? v8f{} + then : x;
+}
+HR_SIMD_INLINE v16f select_less(const v16f& x, float bound, float then) {
+  return x < bound ? v16f{} + then : x;
 }
 template <typename V>
 HR_SIMD_INLINE V exp_approx(const V& x_in) {
