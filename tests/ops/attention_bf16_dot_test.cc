@@ -84,6 +84,27 @@ TEST(Bf16DotTile, MatchesAFloat64SumOfTheSameBf16Values) {
       }
 }
 
+// Operands for the blocking tests: A (m rows a_rs apart), B (n x k) packed
+// in pairs with row length ld, and C's starting values (m rows ldc apart,
+// bf16-representable, for the accumulating calls).
+struct BlockingCase {
+  std::vector<bf16> a;
+  std::vector<uint32_t> packed;
+  std::vector<float> start;
+};
+BlockingCase blocking_case(int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t ld, int64_t ldc,
+                           uint32_t seed) {
+  BlockingCase t;
+  t.a = random_bf16(m * a_rs, seed);
+  const std::vector<bf16> b = random_bf16(n * k, seed + 1);
+  t.packed.resize(static_cast<size_t>(k / 2 * ld));
+  pack_bf16_pairs(b.data(), k, n, k, t.packed.data(), ld);
+  t.start.resize(static_cast<size_t>(m * ldc));
+  for (size_t i = 0; i < t.start.size(); ++i)
+    t.start[i] = to_float(random_bf16(1, seed * 100 + static_cast<uint32_t>(i))[0]);
+  return t;
+}
+
 // The column blocks of 32 (512-bit vectors), 16 and 8 give a column the same
 // bits: all n columns at once against the same product 8 columns at a time
 // (which only the 8-wide, masked, path computes).
@@ -94,18 +115,13 @@ TEST(Bf16DotTile, ColumnBlockingNeverChangesABit) {
       for (int64_t k : {2, 64})
         for (bool accumulate : {false, true}) {
           const int64_t a_rs = k + 2, ld = (n + 7) / 8 * 8, ldc = n + 3;
-          const std::vector<bf16> a = random_bf16(m * a_rs, 3);
-          const std::vector<bf16> b = random_bf16(n * k, 4);
-          std::vector<uint32_t> packed(static_cast<size_t>(k / 2 * ld));
-          pack_bf16_pairs(b.data(), k, n, k, packed.data(), ld);
-          std::vector<float> start(static_cast<size_t>(m * ldc));
-          for (size_t i = 0; i < start.size(); ++i)
-            start[i] = to_float(random_bf16(1, static_cast<uint32_t>(100 + i))[0]);
-          std::vector<float> whole = start, sliced = start;
-          bf16_dot_tile(m, n, k, a.data(), a_rs, packed.data(), ld, whole.data(), ldc, accumulate);
+          const BlockingCase t = blocking_case(m, n, k, a_rs, ld, ldc, 3);
+          std::vector<float> whole = t.start, sliced = t.start;
+          bf16_dot_tile(m, n, k, t.a.data(), a_rs, t.packed.data(), ld, whole.data(), ldc,
+                        accumulate);
           for (int64_t j = 0; j < n; j += 8)
-            bf16_dot_tile(m, std::min<int64_t>(8, n - j), k, a.data(), a_rs, packed.data() + j, ld,
-                          sliced.data() + j, ldc, accumulate);
+            bf16_dot_tile(m, std::min<int64_t>(8, n - j), k, t.a.data(), a_rs, t.packed.data() + j,
+                          ld, sliced.data() + j, ldc, accumulate);
           ASSERT_EQ(std::memcmp(whole.data(), sliced.data(), whole.size() * sizeof(float)), 0)
               << "m " << m << " n " << n << " k " << k << " accumulate " << accumulate;
         }
@@ -178,17 +194,11 @@ TEST(Bf16DotTile, RowBlockingNeverChangesABit) {
     for (int64_t n : {8, 40, 64})
       for (bool accumulate : {false, true}) {
         const int64_t k = 64, a_rs = k + 2, ldc = n + 3;
-        const std::vector<bf16> a = random_bf16(m * a_rs, 5);
-        const std::vector<bf16> b = random_bf16(n * k, 6);
-        std::vector<uint32_t> packed(static_cast<size_t>(k / 2 * n));
-        pack_bf16_pairs(b.data(), k, n, k, packed.data(), n);
-        std::vector<float> start(static_cast<size_t>(m * ldc));
-        for (size_t i = 0; i < start.size(); ++i)
-          start[i] = to_float(random_bf16(1, static_cast<uint32_t>(200 + i))[0]);
-        std::vector<float> whole = start, by_row = start;
-        bf16_dot_tile(m, n, k, a.data(), a_rs, packed.data(), n, whole.data(), ldc, accumulate);
+        const BlockingCase t = blocking_case(m, n, k, a_rs, n, ldc, 5);
+        std::vector<float> whole = t.start, by_row = t.start;
+        bf16_dot_tile(m, n, k, t.a.data(), a_rs, t.packed.data(), n, whole.data(), ldc, accumulate);
         for (int64_t r = 0; r < m; ++r)
-          bf16_dot_tile(1, n, k, a.data() + r * a_rs, a_rs, packed.data(), n,
+          bf16_dot_tile(1, n, k, t.a.data() + r * a_rs, a_rs, t.packed.data(), n,
                         by_row.data() + r * ldc, ldc, accumulate);
         ASSERT_EQ(std::memcmp(whole.data(), by_row.data(), whole.size() * sizeof(float)), 0)
             << "m " << m << " n " << n << " accumulate " << accumulate;

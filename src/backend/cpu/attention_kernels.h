@@ -342,6 +342,22 @@ HR_ATTENTION_INLINE V masked(const V& v, const I& in) {
 // 16 lanes on an AVX2 CPU would only be 8-lane code with twice the register
 // pressure.
 
+// Calls body.operator()<16>(i) on blocks [i, i + 16) of [0, n) while `wide`,
+// then body.operator()<8>(i) on blocks of 8 to the end (n a multiple of 8).
+// The body is a lambda marked HR_ATTENTION_LAMBDA: a lambda is a function of
+// its own, which the caller's target_clones clone does not cover, so it must
+// be inlined into it to run in the clone's ISA.
+#define HR_ATTENTION_LAMBDA __attribute__((always_inline))
+template <typename Body>
+HR_ATTENTION_INLINE void for_lane_blocks(int64_t n, bool wide, Body&& body) {
+  int64_t i = 0;
+  if (wide)
+    for (; i + 16 <= n; i += 16)
+      body.template operator()<16>(i);
+  for (; i < n; i += 8)
+    body.template operator()<8>(i);
+}
+
 // ---- scores with keys as rows: s_t[c][r] = k_c . q_r (forward, dq pass) ----
 // Query r's visible keys in the tile are [lo[r], hi[r]); padding columns have
 // lo = hi = 0. Eight or sixteen queries are updated at once, so nothing is
@@ -389,12 +405,9 @@ HR_ATTENTION_INLINE void softmax_update_by_columns(float* s_t, int64_t keys, int
                                                    const int32_t* lo, const int32_t* hi,
                                                    float scale, float* max, float* sum,
                                                    float* rescale, bool wide) {
-  int64_t r = 0;
-  if (wide)
-    for (; r + 16 <= ld; r += 16)
-      softmax_update_lanes<16>(s_t, keys, ld, r, lo, hi, scale, max, sum, rescale);
-  for (; r < ld; r += 8)
-    softmax_update_lanes<8>(s_t, keys, ld, r, lo, hi, scale, max, sum, rescale);
+  for_lane_blocks(ld, wide, [&]<int kLanes>(int64_t r) HR_ATTENTION_LAMBDA {
+    softmax_update_lanes<kLanes>(s_t, keys, ld, r, lo, hi, scale, max, sum, rescale);
+  });
 }
 
 // Queries [r, r + kLanes) of score_gradients_by_columns.
@@ -423,12 +436,9 @@ HR_ATTENTION_INLINE void score_gradients_by_columns(float* s_t, const float* dp_
                                                     const int32_t* hi, float scale,
                                                     const float* lse, const float* delta,
                                                     bool wide) {
-  int64_t r = 0;
-  if (wide)
-    for (; r + 16 <= ld; r += 16)
-      score_gradients_lanes<16>(s_t, dp_t, keys, ld, r, lo, hi, scale, lse, delta);
-  for (; r < ld; r += 8)
-    score_gradients_lanes<8>(s_t, dp_t, keys, ld, r, lo, hi, scale, lse, delta);
+  for_lane_blocks(ld, wide, [&]<int kLanes>(int64_t r) HR_ATTENTION_LAMBDA {
+    score_gradients_lanes<kLanes>(s_t, dp_t, keys, ld, r, lo, hi, scale, lse, delta);
+  });
 }
 
 // ---- scores with queries as rows: s[r][c] = q_r . k_c (dk / dv pass) ----
@@ -447,12 +457,9 @@ HR_ATTENTION_INLINE void probabilities_lanes(float* s, int64_t c, int64_t lo, in
 // [0, width) (width a multiple of 8).
 HR_ATTENTION_INLINE void probabilities_row(float* s, int64_t width, int64_t lo, int64_t hi,
                                            float scale, float lse, bool wide) {
-  int64_t c = 0;
-  if (wide)
-    for (; c + 16 <= width; c += 16)
-      probabilities_lanes<16>(s, c, lo, hi, scale, lse);
-  for (; c < width; c += 8)
-    probabilities_lanes<8>(s, c, lo, hi, scale, lse);
+  for_lane_blocks(width, wide, [&]<int kLanes>(int64_t c) HR_ATTENTION_LAMBDA {
+    probabilities_lanes<kLanes>(s, c, lo, hi, scale, lse);
+  });
 }
 
 // One query row: s[c] <- s[c] * (dp[c] - delta): P becomes dS.

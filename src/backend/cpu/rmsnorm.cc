@@ -43,8 +43,6 @@ constexpr int64_t kColumnBlock = 64;  // dw columns per thread task
 
 using v4d = double __attribute__((vector_size(4 * sizeof(double))));
 using v4f = float __attribute__((vector_size(4 * sizeof(float))));
-using v4u16 = uint16_t __attribute__((vector_size(4 * sizeof(uint16_t))));
-using v4u32 = uint32_t __attribute__((vector_size(4 * sizeof(uint32_t))));
 using v8f = float __attribute__((vector_size(8 * sizeof(float))));
 using v8u16 = uint16_t __attribute__((vector_size(8 * sizeof(uint16_t))));
 using v8u32 = uint32_t __attribute__((vector_size(8 * sizeof(uint32_t))));
@@ -58,42 +56,24 @@ struct Lanes {
   v4d low, high;
 };
 
-// a[0 .. 4) widened to double.
-HR_ROW_INLINE v4d load4(const float* a) {
-  v4f v;
-  __builtin_memcpy(&v, a, sizeof v);
-  return __builtin_convertvector(v, v4d);
-}
-HR_ROW_INLINE v4d load4(const bf16* a) {
-  v4u16 bits16;
-  __builtin_memcpy(&bits16, a, sizeof bits16);
-  const v4u32 bits = __builtin_convertvector(bits16, v4u32) << 16;
-  v4f v;
-  __builtin_memcpy(&v, &bits, sizeof v);
-  return __builtin_convertvector(v, v4d);
-}
-HR_ROW_INLINE v4d load4(const f16* a) {
-  return v4d{widen(a[0]), widen(a[1]), widen(a[2]), widen(a[3])};
-}
-template <typename T>
-HR_ROW_INLINE Lanes load_lanes(const T* a) {
-  return {load4(a), load4(a + 4)};
-}
-// fp32 and bf16 as one 8-lane load, split in halves after widening to fp32:
-// four-element loads of bf16 left GCC building each double vector from
-// 128-bit pieces (half of the bf16 backward's row loop). Same values.
+// a[0 .. 8) widened to double. fp32 and bf16 as one 8-lane load, split in
+// halves after widening to fp32: four-element loads of bf16 left GCC
+// building each double vector from 128-bit pieces (half of the bf16
+// backward's row loop). Same values.
 HR_ROW_INLINE Lanes split_lanes(const v8f& v) {
   const v4f low = __builtin_shufflevector(v, v, 0, 1, 2, 3);
   const v4f high = __builtin_shufflevector(v, v, 4, 5, 6, 7);
   return {__builtin_convertvector(low, v4d), __builtin_convertvector(high, v4d)};
 }
-template <>
 HR_ROW_INLINE Lanes load_lanes(const float* a) {
   v8f v;
   __builtin_memcpy(&v, a, sizeof v);
   return split_lanes(v);
 }
-template <>
+HR_ROW_INLINE Lanes load_lanes(const f16* a) {
+  return {v4d{widen(a[0]), widen(a[1]), widen(a[2]), widen(a[3])},
+          v4d{widen(a[4]), widen(a[5]), widen(a[6]), widen(a[7])}};
+}
 HR_ROW_INLINE Lanes load_lanes(const bf16* a) {
   v8u16 bits16;
   __builtin_memcpy(&bits16, a, sizeof bits16);
