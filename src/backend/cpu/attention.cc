@@ -503,11 +503,11 @@ void backward_delta_row(const Problem<T>& p, const T* out, float* delta, int64_t
 // project runs on has) and the baseline, chosen once at load time by the
 // CPU. The build's flags stay baseline so the binary runs anywhere; within
 // one machine every item runs the same clone, so thread count never changes
-// the bits. The v4 clone differs from v3 only where GCC vectorizes a loop
-// itself (stores, fills, conversions: the explicit 8-lane code is the same
-// instructions), with the same operations per element: on a tiny step the
-// losses are identical, and the items' own time dropped 12% in bf16 (perf,
-// bench/step_profile.sh).
+// the bits. The v4 clone differs from v3 where GCC vectorizes a loop itself
+// (stores, fills, conversions) and in the softmax pieces, which take 16
+// lanes where the Problem says `wide` (attention_kernels.h), with the same
+// operations per element either way: the losses are identical, and the
+// items' own time roughly halved (bench/RESULTS.md, fourth pass).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define HR_ATTENTION_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
