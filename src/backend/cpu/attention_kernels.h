@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "backend/cpu/exp_approx.h"
+#include "backend/cpu/simd_vectors.h"
 #include "tensor/dtype.h"
 
 // The helpers below return 32-byte vectors by value; on a baseline (SSE)
@@ -30,40 +31,13 @@
 
 namespace headroom::attention_cpu {
 
-// Eight floats (cpu/exp_approx.h): one AVX register, or two SSE registers
-// on a baseline build. GCC vector extensions keep the accumulators of the
-// tile product in registers, which auto-vectorization of the same loops does
-// not reliably do.
 using cpu_simd::exp_approx;
+using cpu_simd::load8;
+using cpu_simd::store8;
 using cpu_simd::v8f;
+using cpu_simd::v8i;
 using cpu_simd::v8u32;
-using v8u16 = uint16_t __attribute__((vector_size(16)));
-using v8i = int32_t __attribute__((vector_size(32)));
 
-HR_ATTENTION_INLINE v8f load8(const float* p) {
-  v8f v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-// bf16 is the top half of an fp32: widening is exact, a shift per lane.
-HR_ATTENTION_INLINE v8f load8(const bf16* p) {
-  v8u16 h;
-  __builtin_memcpy(&h, p, sizeof h);
-  v8u32 w = __builtin_convertvector(h, v8u32) << 16;
-  v8f v;
-  __builtin_memcpy(&v, &w, sizeof v);
-  return v;
-}
-// fp16 widens exactly too, lane by lane (to_float's bit arithmetic).
-HR_ATTENTION_INLINE v8f load8(const f16* p) {
-  v8f v;
-  for (int i = 0; i < 8; ++i)
-    v[i] = to_float(p[i]);
-  return v;
-}
-HR_ATTENTION_INLINE void store8(float* p, const v8f& v) {
-  __builtin_memcpy(p, &v, sizeof v);
-}
 HR_ATTENTION_INLINE float widen(float x) {
   return x;
 }

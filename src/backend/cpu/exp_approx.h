@@ -8,22 +8,15 @@
 #include <bit>
 #include <cstdint>
 
+#include "backend/cpu/simd_vectors.h"
+
 // The v8f and v16f overloads return 32- and 64-byte vectors by value; on a baseline (SSE)
 // build GCC warns that such a call's ABI differs from an AVX build's. They
 // are always inlined, so no such call exists (attention_kernels.h says more).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-#define HR_SIMD_INLINE inline __attribute__((always_inline))
-
 namespace headroom::cpu_simd {
-
-using v8f = float __attribute__((vector_size(32)));
-using v8u32 = uint32_t __attribute__((vector_size(32)));
-// Sixteen floats: one AVX-512 register (cpu attention's softmax on CPUs that
-// have them).
-using v16f = float __attribute__((vector_size(64)));
-using v16u32 = uint32_t __attribute__((vector_size(64)));
 
 // exp(x) to about 2 ulp (Cephes expf: x = n ln2 + r, |r| <= ln2 / 2, a
 // degree-6 polynomial for e^r, then 2^n from the exponent bits), without

@@ -25,6 +25,7 @@
 #include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_clones.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/simd_vectors.h"
 #include "backend/model_op_checks.h"
 
 // The lane vectors are 64 bytes; on a baseline (SSE) build GCC warns that
@@ -43,9 +44,8 @@ constexpr int64_t kColumnBlock = 64;  // dw columns per thread task
 
 using v4d = double __attribute__((vector_size(4 * sizeof(double))));
 using v4f = float __attribute__((vector_size(4 * sizeof(float))));
-using v8f = float __attribute__((vector_size(8 * sizeof(float))));
-using v8u16 = uint16_t __attribute__((vector_size(8 * sizeof(uint16_t))));
-using v8u32 = uint32_t __attribute__((vector_size(8 * sizeof(uint32_t))));
+using cpu_simd::load8;
+using cpu_simd::v8f;
 static_assert(kLanes == 8, "Lanes below is 8 wide");
 
 // kLanes doubles as two 4-wide halves, lanes 0-3 and 4-7: an AVX2 register
@@ -66,21 +66,14 @@ HR_ROW_INLINE Lanes split_lanes(const v8f& v) {
   return {__builtin_convertvector(low, v4d), __builtin_convertvector(high, v4d)};
 }
 HR_ROW_INLINE Lanes load_lanes(const float* a) {
-  v8f v;
-  __builtin_memcpy(&v, a, sizeof v);
-  return split_lanes(v);
+  return split_lanes(load8(a));
 }
 HR_ROW_INLINE Lanes load_lanes(const f16* a) {
   return {v4d{widen(a[0]), widen(a[1]), widen(a[2]), widen(a[3])},
           v4d{widen(a[4]), widen(a[5]), widen(a[6]), widen(a[7])}};
 }
 HR_ROW_INLINE Lanes load_lanes(const bf16* a) {
-  v8u16 bits16;
-  __builtin_memcpy(&bits16, a, sizeof bits16);
-  const v8u32 bits = __builtin_convertvector(bits16, v8u32) << 16;
-  v8f v;
-  __builtin_memcpy(&v, &bits, sizeof v);
-  return split_lanes(v);
+  return split_lanes(load8(a));
 }
 // The tail's n < kLanes elements, the other lanes 0.
 template <typename T>
