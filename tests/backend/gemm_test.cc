@@ -12,8 +12,13 @@
 //    case for every k tested here (k·eps < 1e-5·sqrt(k) for k < 2700).
 //  - a bf16 C is rounded once at the end: relative error <= 2^-9 ~ 2e-3 of |C|;
 //    we allow 1e-2·|C| on top of the accumulation term.
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string_view>
 
 #include "backend/cpu/gemm_plan.h"
 #include "backend_test_util.h"
@@ -24,10 +29,12 @@ namespace {
 struct Case {
   int64_t m, n, k;
 };
-// 1, odd, prime and just-past-a-power-of-two sizes, each in every position.
-const std::vector<Case> kCases = {{1, 1, 1},     {1, 17, 3},   {3, 1, 65},
-                                  {17, 65, 1},   {65, 3, 130}, {130, 130, 17},
-                                  {17, 130, 65}, {64, 64, 64}, {130, 65, 130}};
+// 1, odd, prime and just-past-a-power-of-two sizes, each in every position;
+// n wider than a gemm:jit column block (kGemmJitColumns), with a narrower
+// last block and as an exact multiple.
+const std::vector<Case> kCases = {{1, 1, 1},      {1, 17, 3},     {3, 1, 65},    {17, 65, 1},
+                                  {65, 3, 130},   {130, 130, 17}, {17, 130, 65}, {64, 64, 64},
+                                  {130, 65, 130}, {9, 300, 33},   {20, 512, 7}};
 const std::vector<std::pair<float, float>> kAlphaBeta = {
     {1.0f, 0.0f}, {0.5f, 1.0f}, {-1.5f, 0.25f}};
 
@@ -114,6 +121,40 @@ TEST(CpuGemm, RepeatedCallsReuseThePlanAndAgreeBitForBit) {
   }
 }
 
+// Where oneDNN runs gemm:jit, a gemm wider than kGemmJitColumns is computed
+// in column blocks (GemmPlan::block_columns); like oneDNN's own kernels they
+// must give the same bits for any thread count. Run under
+// DNNL_MAX_CPU_ISA=AVX2 too (tests/backend/CMakeLists.txt), where they are
+// blocked on any CPU.
+TEST(CpuGemm, ColumnBlocksGiveTheSameBitsForAnyThreadCount) {
+  BackendUnderTest cpu(BackendKind::kCpu);
+  const int saved = omp_get_max_threads();
+  for (Dtypes dt : kDtypes) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      SCOPED_TRACE(::testing::Message()
+                   << name_of(dt.ab) << "->" << name_of(dt.c) << " ta=" << ta << " tb=" << tb);
+      const int64_t m = 70, n = 300, k = 40;
+      Tensor a =
+          cpu.backend->empty(ta ? Shape{k, m} : Shape{m, k}, dt.ab, Category::kActivation, "a");
+      Tensor b = cpu.backend->empty(tb ? Shape{n, k} : Shape{k, n}, dt.ab, Category::kParam, "b");
+      upload(a, random_values(a.numel(), 11));
+      upload(b, random_values(b.numel(), 12));
+      std::vector<std::vector<uint8_t>> results;
+      for (int threads : {1, std::max(saved, 3)}) {
+        omp_set_num_threads(threads);
+        Tensor c = cpu.backend->empty({m, n}, dt.c, Category::kActivation, "c");
+        upload(c, random_values(c.numel(), 13));
+        cpu.backend->gemm(a, ta, b, tb, c, 0.5f, 1.0f);  // beta = 1: the accumulating form
+        const auto* bytes = static_cast<const uint8_t*>(c.raw());
+        results.emplace_back(bytes, bytes + c.nbytes());
+      }
+      omp_set_num_threads(saved);
+      EXPECT_TRUE(results[0] == results[1]);
+    }
+  }
+}
+
 TEST(CpuGemm, AccumulatesIntoC) {
   // beta = 1 twice: C = A@B + (A@B + C0), the gradient-accumulation pattern.
   BackendUnderTest cpu(BackendKind::kCpu);
@@ -189,6 +230,31 @@ TEST(GemmPlans, OneDescriptorPerKey) {
   GemmRoute route = plans.get(bf16).route;
   // Native on AVX-512 / AMX machines, widened to fp32 elsewhere (AVX2).
   EXPECT_TRUE(route == GemmRoute::kNative || route == GemmRoute::kWidened);
+}
+
+// Column blocks only where oneDNN chose gemm:jit and n is wider than a
+// block: one full-block descriptor, and a tail one when n is not a multiple.
+// Under DNNL_MAX_CPU_ISA=AVX2 every fp32 gemm is gemm:jit, which the test
+// then requires, so it cannot pass there without blocking.
+TEST(GemmPlans, BlocksColumnsOnlyOnGemmJit) {
+  GemmPlans plans;
+  const char* isa = std::getenv("DNNL_MAX_CPU_ISA");
+  const bool avx2_only = isa != nullptr && std::string_view(isa) == "AVX2";
+  for (int64_t n : {kGemmJitColumns, kGemmJitColumns + 44, 2 * kGemmJitColumns}) {
+    SCOPED_TRACE(n);
+    GemmPlan& plan =
+        plans.get(make_gemm_key({64, n, 32}, false, true, DType::kF32, DType::kF32, 1.0f, 0.0f));
+    const bool jit = std::string_view(plan.descriptor.impl_info_str()).starts_with("gemm:jit");
+    if (avx2_only) {
+      EXPECT_TRUE(jit) << plan.descriptor.impl_info_str();
+    }
+    const bool blocked = jit && n > kGemmJitColumns;
+    EXPECT_EQ(plan.block_columns, blocked ? kGemmJitColumns : 0);
+    EXPECT_EQ(static_cast<bool>(plan.tail_descriptor), blocked && n % kGemmJitColumns != 0);
+    plans.primitive(plan);
+    EXPECT_TRUE(plan.primitive);
+    EXPECT_EQ(static_cast<bool>(plan.tail_primitive), static_cast<bool>(plan.tail_descriptor));
+  }
 }
 
 // Packed batches bring new shapes nearly every step: the executable

@@ -6,7 +6,9 @@
 //   beta = 0: C is write-only (no sum post-op), so NaN garbage in C is ignored.
 //   k = 0: C = beta * C. m = 0 or n = 0: nothing.
 // One primitive per GemmKey (shape, transposes, dtypes, alpha, beta), made on
-// first use and cached in the backend: making one costs milliseconds.
+// first use and cached in the backend: making one costs milliseconds. On
+// oneDNN's gemm:jit (fp32 without AVX-512) C wider than kGemmJitColumns is
+// computed in column blocks, one call each (gemm_plan.h says why).
 // Allocates (category workspace, freed before returning; see gemm_plan.h):
 //   gemm.a_fp32, gemm.b_fp32 [, gemm.c_fp32]  only on the kWidened route
 //   gemm.scratchpad                           only when oneDNN asks for one
@@ -77,17 +79,35 @@ void CpuKernels::gemm(const Tensor& a, bool /*transpose_a*/, const Tensor& b, bo
   }
 
   const dnnl::engine& engine = gemm_plans_->engine();
-  const dnnl::matmul::primitive_desc& pd = plan.descriptor;
-  // oneDNN takes non-const handles; it only reads src and weights.
-  dnnl::memory a_mem(pd.src_desc(), engine, a_data);
-  dnnl::memory b_mem(pd.weights_desc(), engine, b_data);
-  dnnl::memory c_mem(pd.dst_desc(), engine, c_data);
-  std::unordered_map<int, dnnl::memory> args = {
-      {DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}};
-  if (scratch.scratchpad.defined())
-    args.emplace(DNNL_ARG_SCRATCHPAD,
-                 dnnl::memory(pd.scratchpad_desc(), engine, scratch.scratchpad.raw()));
-  gemm_plans_->primitive(plan).execute(stream_, args);
+  // One call over `pd`'s columns of C starting at `column`: op(B)'s column j
+  // is j elements into B stored as [k, n], j * k stored transposed as [n, k].
+  auto execute = [&](const dnnl::matmul::primitive_desc& pd, const dnnl::matmul& primitive,
+                     int64_t column) {
+    const int64_t b_offset = plan.key.transpose_b ? column * plan.key.k : column;
+    char* b_at = static_cast<char*>(b_data) +
+                 b_offset * dnnl::memory::data_type_size(pd.weights_desc().data_type());
+    char* c_at = static_cast<char*>(c_data) +
+                 column * dnnl::memory::data_type_size(pd.dst_desc().data_type());
+    // oneDNN takes non-const handles; it only reads src and weights.
+    dnnl::memory a_mem(pd.src_desc(), engine, a_data);
+    dnnl::memory b_mem(pd.weights_desc(), engine, b_at);
+    dnnl::memory c_mem(pd.dst_desc(), engine, c_at);
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}};
+    if (scratch.scratchpad.defined())
+      args.emplace(DNNL_ARG_SCRATCHPAD,
+                   dnnl::memory(pd.scratchpad_desc(), engine, scratch.scratchpad.raw()));
+    primitive.execute(stream_, args);
+  };
+  const dnnl::matmul& primitive = gemm_plans_->primitive(plan);
+  if (plan.block_columns == 0) {
+    execute(plan.descriptor, primitive, 0);
+  } else {
+    int64_t column = 0;
+    for (; column + plan.block_columns <= plan.key.n; column += plan.block_columns)
+      execute(plan.descriptor, primitive, column);
+    if (column < plan.key.n) execute(plan.tail_descriptor, plan.tail_primitive, column);
+  }
   stream_.wait();
 
   if (scratch.c_fp32.defined()) {

@@ -2,6 +2,9 @@
 
 #include <malloc.h>
 
+#include <algorithm>
+#include <string_view>
+
 #include "backend/backend.h"
 
 #include "util/error.h"
@@ -20,13 +23,16 @@ memory::data_type dnnl_type(DType dtype) {
 
 // op(A) is m x k. Stored row-major as [m, k] (strides {k, 1}) or, transposed,
 // as [k, m] (strides {1, m}): the same bytes read the other way round.
+// `columns` of C's n (all of them, or a block): op(B) and C keep the strides
+// of the whole tensors, so a block is the whole descriptor's view at a
+// column offset (column_offset_bytes).
 dnnl::matmul::primitive_desc make_descriptor(const dnnl::engine& engine, const GemmKey& key,
-                                             DType ab, DType c) {
+                                             int64_t columns, DType ab, DType c) {
   memory::desc a_md({key.m, key.k}, dnnl_type(ab),
                     key.transpose_a ? memory::dims{1, key.m} : memory::dims{key.k, 1});
-  memory::desc b_md({key.k, key.n}, dnnl_type(ab),
+  memory::desc b_md({key.k, columns}, dnnl_type(ab),
                     key.transpose_b ? memory::dims{1, key.k} : memory::dims{key.n, 1});
-  memory::desc c_md({key.m, key.n}, dnnl_type(c), memory::dims{key.n, 1});
+  memory::desc c_md({key.m, columns}, dnnl_type(c), memory::dims{key.n, 1});
   dnnl::primitive_attr attr;
   // The scratchpad comes from our allocator, so it is accounted (and planned).
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -42,6 +48,13 @@ dnnl::matmul::primitive_desc make_descriptor(const dnnl::engine& engine, const G
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
 }
 
+// Whether oneDNN chose its gemm-based matmul (`gemm:jit`, named as in
+// ONEDNN_VERBOSE) rather than its brgemm kernels, which take their buffers
+// from the scratchpad.
+bool is_gemm_jit(const dnnl::matmul::primitive_desc& descriptor) {
+  return std::string_view(descriptor.impl_info_str()).starts_with("gemm:jit");
+}
+
 }  // namespace
 
 GemmPlans::GemmPlans() : engine_(dnnl::engine::kind::cpu, 0) {
@@ -54,7 +67,9 @@ GemmPlans::GemmPlans() : engine_(dnnl::engine::kind::cpu, 0) {
   // between longer-lived blocks stay resident: the quickstart's private
   // resident set drifted to 1.19x its plan in 30 steps. A fixed threshold of
   // 1 MiB gives each such buffer its own mapping, returned when freed
-  // (1.029, as on AMX; no measurable cost in tokens/s: bench/RESULTS.md).
+  // (1.029, as on AMX). Mapped afresh on every call, such a buffer halved
+  // gemm:jit's speed, which is why plans there are blocked into
+  // kGemmJitColumns columns: their buffers stay under 1 MiB, in the arenas.
   // Process-wide and idempotent, as the cache capacity above.
   ::mallopt(M_MMAP_THRESHOLD, kMallocMmapThreshold);
 }
@@ -79,8 +94,9 @@ GemmPlan& GemmPlans::get(const GemmKey& key) {
   } else if (key.k == 0) {
     plan.route = GemmRoute::kScale;
   } else {
+    DType ab = key.ab, c = key.c;  // what the primitive reads and writes
     try {
-      plan.descriptor = make_descriptor(engine_, key, key.ab, key.c);
+      plan.descriptor = make_descriptor(engine_, key, key.n, ab, c);
       plan.route = GemmRoute::kNative;
     } catch (const dnnl::error& e) {
       // oneDNN runs bf16 from AVX-512 on and fp16 only with AVX-512-FP16:
@@ -88,14 +104,24 @@ GemmPlan& GemmPlans::get(const GemmKey& key) {
       if (!is_half(key.ab) || e.status != dnnl_unimplemented)
         throw InternalError("gemm: oneDNN has no matmul for " + to_string(key) + ": " + e.what());
       try {
-        plan.descriptor = make_descriptor(engine_, key, DType::kF32, DType::kF32);
+        ab = c = DType::kF32;
+        plan.descriptor = make_descriptor(engine_, key, key.n, ab, c);
         plan.route = GemmRoute::kWidened;
       } catch (const dnnl::error& e2) {
         throw InternalError("gemm: oneDNN has no matmul for " + to_string(key) +
                             ", nor for its fp32 widening: " + e2.what());
       }
     }
+    if (key.n > kGemmJitColumns && is_gemm_jit(plan.descriptor)) {
+      plan.block_columns = kGemmJitColumns;
+      plan.descriptor = make_descriptor(engine_, key, kGemmJitColumns, ab, c);
+      if (const int64_t tail = key.n % kGemmJitColumns; tail != 0)
+        plan.tail_descriptor = make_descriptor(engine_, key, tail, ab, c);
+    }
     plan.scratchpad_bytes = plan.descriptor.scratchpad_desc().get_size();
+    if (plan.tail_descriptor)
+      plan.scratchpad_bytes = std::max<uint64_t>(plan.scratchpad_bytes,
+                                                 plan.tail_descriptor.scratchpad_desc().get_size());
   }
   used_.push_front(key);
   plan.used = used_.begin();
@@ -112,9 +138,11 @@ const dnnl::matmul& GemmPlans::primitive(GemmPlan& plan) {
   if (recent_.size() >= kExecutablePrimitives) {
     GemmPlan& oldest = plans_.at(recent_.back());
     oldest.primitive = dnnl::matmul();
+    oldest.tail_primitive = dnnl::matmul();
     recent_.pop_back();
   }
   plan.primitive = dnnl::matmul(plan.descriptor);
+  if (plan.tail_descriptor) plan.tail_primitive = dnnl::matmul(plan.tail_descriptor);
   recent_.push_front(plan.key);
   plan.recent = recent_.begin();
   return plan.primitive;

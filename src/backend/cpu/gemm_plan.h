@@ -33,17 +33,38 @@ enum class GemmRoute : uint8_t {
   kWidened,
 };
 
+// The widest block of C's columns one call of oneDNN's `gemm:jit` computes
+// (its matmul for fp32 on CPUs without AVX-512, hence also every kWidened
+// gemm there). Wider, gemm:jit mallocs packing buffers of over 1 MiB per call
+// and thread, which GemmPlans' fixed mmap threshold maps and faults in afresh
+// on every call: at M = 2048 and K = 256 a single call ran at 100 GFLOP/s
+// for n = 688 against 180-195 for any n up to 272 (2 threads, AVX2 kernels,
+// bench/RESULTS.md). Blocks of 256 columns keep the buffers small without
+// raising the threshold (which let the resident set drift 17% above the
+// plan). Each block is the same product over the same k, so a block's
+// columns are computed as in any other gemm of that width; the blocking
+// depends on n only, never on threads.
+inline constexpr int64_t kGemmJitColumns = 256;
+
 struct GemmPlan {
   GemmKey key;
   GemmRoute route = GemmRoute::kNothing;
   // kNative / kWidened: fp32 operands for kWidened. Its memory descriptors
   // express the transposes as strides over the tensors as stored: no copies.
   dnnl::matmul::primitive_desc descriptor;
-  uint64_t scratchpad_bytes = 0;
-  // Made from `descriptor` when cpu executes the plan (JIT code generation
-  // costs milliseconds) and kept while it is among the most recently executed
-  // (GemmPlans::kExecutablePrimitives); meta never makes it.
+  // 0: `descriptor` computes all of C in one call. Otherwise C's columns are
+  // computed in blocks of block_columns, one call each, `descriptor` being
+  // one full block and `tail_descriptor` the narrower last one (when n is
+  // not a multiple): see kGemmJitColumns.
+  int64_t block_columns = 0;
+  dnnl::matmul::primitive_desc tail_descriptor;
+  uint64_t scratchpad_bytes = 0;  // the larger of the two descriptors'
+  // Made from `descriptor` (and `tail_descriptor`) when cpu executes the
+  // plan (JIT code generation costs milliseconds) and kept while it is among
+  // the most recently executed (GemmPlans::kExecutablePrimitives); meta never
+  // makes them.
   dnnl::matmul primitive;
+  dnnl::matmul tail_primitive;
   std::list<GemmKey>::iterator recent;  // valid while `primitive` is
   std::list<GemmKey>::iterator used;    // this plan's place in GemmPlans' use order
 };
@@ -90,9 +111,10 @@ class GemmPlans {
   // The scratchpad a cpu gemm of `key` allocates (0: none), from the same
   // cached descriptor cpu executes.
   uint64_t scratchpad_bytes(const GemmKey& key) { return get(key).scratchpad_bytes; }
-  // The executable primitive of a kNative / kWidened plan: made on first use
-  // or after eviction, and marked most recent. The reference is valid until
-  // the next call of primitive().
+  // The executable primitive of a kNative / kWidened plan (and its
+  // tail_primitive, when it has a tail_descriptor): made on first use or
+  // after eviction, and marked most recent. The reference is valid until the
+  // next call of primitive().
   const dnnl::matmul& primitive(GemmPlan& plan);
   const dnnl::engine& engine() const { return engine_; }
   size_t size() const { return plans_.size(); }  // <= kPlans
