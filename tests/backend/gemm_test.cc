@@ -232,23 +232,36 @@ TEST(GemmPlans, OneDescriptorPerKey) {
   EXPECT_TRUE(route == GemmRoute::kNative || route == GemmRoute::kWidened);
 }
 
-// Column blocks only where oneDNN chose gemm:jit and n is wider than a
-// block: one full-block descriptor, and a tail one when n is not a multiple.
-// Under DNNL_MAX_CPU_ISA=AVX2 every fp32 gemm is gemm:jit, which the test
-// then requires, so it cannot pass there without blocking.
+// Column blocks only where oneDNN chose gemm:jit, n is wider than a block
+// and the gemm is small enough (op(A) and m * n * k within their bounds):
+// one full-block descriptor, and a tail one when n is not a multiple. Under
+// DNNL_MAX_CPU_ISA=AVX2 every fp32 gemm is gemm:jit, which the test then
+// requires, so it cannot pass there without blocking.
 TEST(GemmPlans, BlocksColumnsOnlyOnGemmJit) {
   GemmPlans plans;
   const char* isa = std::getenv("DNNL_MAX_CPU_ISA");
   const bool avx2_only = isa != nullptr && std::string_view(isa) == "AVX2";
-  for (int64_t n : {kGemmJitColumns, kGemmJitColumns + 44, 2 * kGemmJitColumns}) {
-    SCOPED_TRACE(n);
-    GemmPlan& plan =
-        plans.get(make_gemm_key({64, n, 32}, false, true, DType::kF32, DType::kF32, 1.0f, 0.0f));
+  struct BlockCase {
+    int64_t m, n, k;
+    bool blocked_on_gemm_jit;
+  };
+  const std::vector<BlockCase> cases = {
+      {64, 256, 32, false},       // one block wide
+      {64, 300, 32, true},        // a block and a tail of 44
+      {64, 512, 32, true},        // two blocks
+      {2048, 2048, 256, true},    // op(A) 2^19 elements, 2^30 multiply-adds
+      {1024, 4096, 1024, false},  // op(A) 2^20 elements, but 2^32 multiply-adds
+      {2048, 512, 1920, false}};  // op(A) of 2048 x 1920 (15 MiB)
+  for (BlockCase cs : cases) {
+    SCOPED_TRACE(::testing::Message() << cs.m << " x " << cs.n << " x " << cs.k);
+    GemmPlan& plan = plans.get(
+        make_gemm_key({cs.m, cs.n, cs.k}, false, true, DType::kF32, DType::kF32, 1.0f, 0.0f));
     const bool jit = std::string_view(plan.descriptor.impl_info_str()).starts_with("gemm:jit");
     if (avx2_only) {
       EXPECT_TRUE(jit) << plan.descriptor.impl_info_str();
     }
-    const bool blocked = jit && n > kGemmJitColumns;
+    const int64_t n = cs.n;
+    const bool blocked = jit && cs.blocked_on_gemm_jit;
     EXPECT_EQ(plan.block_columns, blocked ? kGemmJitColumns : 0);
     EXPECT_EQ(static_cast<bool>(plan.tail_descriptor), blocked && n % kGemmJitColumns != 0);
     plans.primitive(plan);

@@ -112,7 +112,7 @@ GemmPlan& GemmPlans::get(const GemmKey& key) {
                             ", nor for its fp32 widening: " + e2.what());
       }
     }
-    if (key.n > kGemmJitColumns && is_gemm_jit(plan.descriptor)) {
+    if (blocks_gemm_jit_columns(key) && is_gemm_jit(plan.descriptor)) {
       plan.block_columns = kGemmJitColumns;
       plan.descriptor = make_descriptor(engine_, key, kGemmJitColumns, ab, c);
       if (const int64_t tail = key.n % kGemmJitColumns; tail != 0)

@@ -33,18 +33,34 @@ enum class GemmRoute : uint8_t {
   kWidened,
 };
 
-// The widest block of C's columns one call of oneDNN's `gemm:jit` computes
-// (its matmul for fp32 on CPUs without AVX-512, hence also every kWidened
-// gemm there). Wider, gemm:jit mallocs packing buffers of over 1 MiB per call
-// and thread, which GemmPlans' fixed mmap threshold maps and faults in afresh
-// on every call: at M = 2048 and K = 256 a single call ran at 100 GFLOP/s
-// for n = 688 against 180-195 for any n up to 272 (2 threads, AVX2 kernels,
-// bench/RESULTS.md). Blocks of 256 columns keep the buffers small without
-// raising the threshold (which let the resident set drift 17% above the
-// plan). Each block is the same product over the same k, so a block's
-// columns are computed as in any other gemm of that width; the blocking
-// depends on n only, never on threads.
+// Column blocks for oneDNN's `gemm:jit` (its matmul for fp32 on CPUs without
+// AVX-512, hence also every kWidened gemm there). With C wider than ~272
+// columns gemm:jit mallocs packing buffers of over 1 MiB per call and
+// thread, which GemmPlans' fixed mmap threshold maps and faults in afresh on
+// every call: ~3 ms a call on the 2-core dev VM, whatever the shape. Up to
+// 256 columns it packs nothing that large. So a small gemm is computed in
+// blocks of kGemmJitColumns columns, one call each: 2048 x 256 x 688 ran
+// 1.9x faster so, 2048 x 512 x 1920 1.1x. Each block re-reads all of op(A),
+// which pays only while op(A) stays in the caches from block to block: in a
+// training step blocks over an op(A) of 2048 x 1920 or 1920 x 2048 fp32
+// (15 MiB) ran 12-27% slower than the whole gemm, while over 2048 x 512 (4
+// MiB) they gained 5-12%. Hence the bounds: op(A) of at most
+// kGemmJitBlockedSource elements and at most kGemmJitBlockedMacs
+// multiply-adds (m * n * k; ~22 ms of work at 2 threads, where the fault is
+// a small part; 2048 x 1024 x 4096 blocked: 0.93x). bench/RESULTS.md has
+// the figures. Raising the threshold instead recovered the speed but let
+// the resident set drift 17% above the plan. Each block is the same product
+// over the same k; the blocking depends on the shape only, never on threads.
 inline constexpr int64_t kGemmJitColumns = 256;
+inline constexpr int64_t kGemmJitBlockedSource = int64_t{1} << 20;  // m * k: 4 MiB of fp32
+inline constexpr int64_t kGemmJitBlockedMacs = int64_t{1} << 31;
+
+// Whether a gemm of `key` whose descriptor is gemm:jit is computed in column
+// blocks (the bounds above).
+inline bool blocks_gemm_jit_columns(const GemmKey& key) {
+  return key.n > kGemmJitColumns && key.m * key.k <= kGemmJitBlockedSource &&
+         key.m * key.n * key.k <= kGemmJitBlockedMacs;
+}
 
 struct GemmPlan {
   GemmKey key;
