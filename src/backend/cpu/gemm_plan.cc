@@ -24,8 +24,8 @@ memory::data_type dnnl_type(DType dtype) {
 // op(A) is m x k. Stored row-major as [m, k] (strides {k, 1}) or, transposed,
 // as [k, m] (strides {1, m}): the same bytes read the other way round.
 // `columns` of C's n (all of them, or a block): op(B) and C keep the strides
-// of the whole tensors, so a block is the whole descriptor's view at a
-// column offset (column_offset_bytes).
+// of the whole tensors, so a block is a view of them at a column offset
+// (CpuKernels::gemm moves B's and C's pointers there).
 dnnl::matmul::primitive_desc make_descriptor(const dnnl::engine& engine, const GemmKey& key,
                                              int64_t columns, DType ab, DType c) {
   memory::desc a_md({key.m, key.k}, dnnl_type(ab),
