@@ -69,7 +69,10 @@ def _readable_tags(table):
 
 def load(path, events=True):
     """Reads the whole trace; events=False skips /memory/events (50 MB per million rows)."""
-    with h5py.File(path, "r") as f:
+    # swmr=True only lets HDF5 read past the superblock's recorded end of
+    # allocation: a run killed inside a flush can leave chunks there that the
+    # table's index already points at (docs/trace.md "What survives a crash").
+    with h5py.File(path, "r", swmr=True) as f:
         attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
         version = int(attrs.get("schema_version", 0))
         if version > SCHEMA_VERSION:

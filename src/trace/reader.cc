@@ -103,7 +103,16 @@ TraceReader TraceReader::open(const std::string& path) {
   // A live run's trace must be readable; the writer does not lock it either.
   check_usage(H5Pset_file_locking(access.get(), false, true), path, "cannot open trace");
 #endif
-  r.file = Hid(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()));
+  // SWMR read mode for one effect: HDF5 then reads past the end of
+  // allocation recorded in the superblock. HDF5 writes the superblock last in
+  // every flush, after the chunk indices and object headers, so a writer
+  // killed between the two leaves an index that points at chunks (already
+  // written: raw data goes first) just past the recorded end, and a plain
+  // read-only open refuses the whole table ("addr overflow"), the finished
+  // steps' rows with it. The writer is never in SWMR mode, so HDF5 still
+  // refuses a copy cut short ("truncated file": it skips that check only
+  // for files a SWMR writer holds), and nothing changes for a closed file.
+  r.file = Hid(H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, access.get()));
   if (!r.file.valid()) {
     std::string reason = hdf5::hdf5_reason();
     H5Eclear2(H5E_DEFAULT);
