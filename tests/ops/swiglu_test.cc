@@ -1,7 +1,10 @@
 // swiglu_forward / swiglu_backward on cpu against a float64 reference and
 // central finite differences of it, fp32 and bf16, at awkward sizes; in-place
 // use; meta accepts, rejects and allocates exactly as cpu does.
+#include <omp.h>
+
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -151,6 +154,53 @@ TEST(CpuSwiGlu, OutputsMayBeTheirInputs) {
     EXPECT_EQ(download(g2), download(d_gate)) << name_of(dtype);
     EXPECT_EQ(download(u2), download(d_up)) << name_of(dtype);
   }
+}
+
+TEST(CpuSwiGlu, Bf16IsTheFp32ResultRoundedOnceOnAnyThreadCount) {
+  // The contract "fp32 math, one rounding per output", to the bit: bf16
+  // inputs widened and run in fp32, then rounded, give the bf16 outputs.
+  // bf16 runs 16 elements at a time in GCC vector types and the rest in the
+  // loop that fp32 runs, so this also holds the two to the same operations
+  // (a reordered product changes ~1 output in 30 000 after rounding: hence
+  // 2^20 elements). Where a thread's part ends, and with it which elements
+  // the loop does, moves with the thread count: 1 and 3 threads.
+  BackendUnderTest cpu(kCpu);
+  Backend& be = *cpu.backend;
+  const int64_t rows = 1024, width = 1025, n = rows * width;  // n / 3 is no multiple of 16
+  auto bf16_values = [&](std::vector<float> v) {
+    for (float& x : v)
+      x = to_float(to_bf16(x));
+    return v;
+  };
+  const std::vector<float> g = bf16_values(gates(n, 16)), u = bf16_values(random_values(n, 17)),
+                           d = bf16_values(random_values(n, 18));
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 3}) {
+    omp_set_num_threads(threads);
+    std::vector<std::vector<double>> outputs[2];
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      Tensor gate = make(be, {rows, width}, dtype, g, "gate");
+      Tensor up = make(be, {rows, width}, dtype, u, "up");
+      Tensor d_out = make(be, {rows, width}, dtype, d, "d_out");
+      Tensor out = be.empty({rows, width}, dtype, Category::kActivation, "out");
+      Tensor d_gate = be.empty({rows, width}, dtype, Category::kActivation, "d_gate");
+      Tensor d_up = be.empty({rows, width}, dtype, Category::kActivation, "d_up");
+      be.swiglu_forward(gate, up, out);
+      be.swiglu_backward(d_out, gate, up, d_gate, d_up);
+      for (const Tensor* t : {&out, &d_gate, &d_up})
+        outputs[dtype == DType::kBF16].push_back(download(*t));
+    }
+    for (int o = 0; o < 3; ++o) {
+      int64_t differing = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double rounded = to_float(to_bf16(static_cast<float>(outputs[0][o][i])));
+        differing += std::memcmp(&rounded, &outputs[1][o][i], sizeof rounded) != 0;
+      }
+      EXPECT_EQ(differing, 0) << "output " << o << " (out, d_gate, d_up) at " << threads
+                              << " threads";
+    }
+  }
+  omp_set_num_threads(saved);
 }
 
 // ---- meta = cpu ----

@@ -14,7 +14,9 @@
 // contracts exactly where v3 does, so those two agree to the bit; v4 does 16
 // lanes per instruction where the loop allows (bf16 swiglu and rmsnorm: 7.0
 // -> 5.5 and 8.5 -> 7.0 ms per tiny step on an AVX-512 EPYC,
-// bench/RESULTS.md).
+// bench/RESULTS.md). GCC does not find the 16 lanes in every bf16 loop
+// (it sized swiglu's by the 16-bit data: 8 fp32 lanes); objdump the v4
+// clone, and where it has no zmm write the lanes out (swiglu.cc).
 //
 // An OpenMP region is outlined into a function of its own that a clone does
 // not cover, so a cloned function is the body of a parallel loop, never the

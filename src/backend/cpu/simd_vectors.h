@@ -1,5 +1,6 @@
 // The GCC vector types the cpu kernels compute in, and the eight-lane loads
-// and stores between them and fp32 / bf16 / fp16 memory. Always inlined, so
+// and stores between them and fp32 / bf16 / fp16 memory (sixteen-lane ones
+// for bf16). Always inlined, so
 // a caller compiled for a wider ISA (a target_clones clone, cpu_clones.h)
 // gets them in that ISA; GCC vector extensions keep accumulators in
 // registers where auto-vectorization of the same loops does not reliably.
@@ -28,6 +29,7 @@ using v8u16 = uint16_t __attribute__((vector_size(16)));
 // have them).
 using v16f = float __attribute__((vector_size(64)));
 using v16u32 = uint32_t __attribute__((vector_size(64)));
+using v16u16 = uint16_t __attribute__((vector_size(32)));
 
 // p[0 .. 8) as fp32. Every widening is exact.
 HR_SIMD_INLINE v8f load8(const float* p) {
@@ -53,6 +55,27 @@ HR_SIMD_INLINE v8f load8(const f16* p) {
 }
 HR_SIMD_INLINE void store8(float* p, const v8f& v) {
   __builtin_memcpy(p, &v, sizeof v);
+}
+
+// p[0 .. 16) as fp32; bf16 by the same shift as load8.
+HR_SIMD_INLINE v16f load16(const bf16* p) {
+  v16u16 h;
+  __builtin_memcpy(&h, p, sizeof h);
+  const v16u32 w = __builtin_convertvector(h, v16u32) << 16;
+  v16f v;
+  __builtin_memcpy(&v, &w, sizeof v);
+  return v;
+}
+// Sixteen fp32 lanes rounded into bf16 exactly as to_bf16 rounds one: to
+// nearest even, a NaN kept a quiet NaN.
+HR_SIMD_INLINE void store16(bf16* p, const v16f& v) {
+  v16u32 u;
+  __builtin_memcpy(&u, &v, sizeof u);
+  const v16u32 rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const v16u32 quiet_nan = (u >> 16) | 0x40u;
+  const v16u32 bits = (u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded;
+  const v16u16 h = __builtin_convertvector(bits, v16u16);
+  __builtin_memcpy(p, &h, sizeof h);
 }
 
 }  // namespace headroom::cpu_simd

@@ -35,8 +35,17 @@ struct WeightUpdate {
   }
   __attribute__((always_inline)) void store(int64_t i, float w) const {
     if constexpr (std::is_same_v<M, float>) master[i] = w;
-    headroom::store(param + i, w);
-    if constexpr (std::is_same_v<M, P>) master[i] = param[i];
+    if constexpr (std::is_same_v<M, P>) {
+      // One rounding written twice. Reading param[i] back after storing it
+      // (param and master might alias, for all GCC knows) kept the loop
+      // scalar, sqrt and divisions included.
+      P rounded;
+      headroom::store(&rounded, w);
+      param[i] = rounded;
+      master[i] = rounded;
+    } else {
+      headroom::store(param + i, w);
+    }
   }
 };
 
