@@ -3,6 +3,7 @@
 // use; meta accepts, rejects and allocates exactly as cpu does.
 #include <omp.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -128,6 +129,23 @@ TEST(CpuSwiGlu, BackwardMatchesFiniteDifferences) {
   }
 }
 
+// out, d_gate and d_up of swiglu_forward and swiglu_backward on fresh
+// (rows, width) tensors of `dtype` holding gate g, up u and d_out d.
+std::array<std::vector<double>, 3> forward_and_backward(Backend& be, int64_t rows, int64_t width,
+                                                        DType dtype, const std::vector<float>& g,
+                                                        const std::vector<float>& u,
+                                                        const std::vector<float>& d) {
+  Tensor gate = make(be, {rows, width}, dtype, g, "gate");
+  Tensor up = make(be, {rows, width}, dtype, u, "up");
+  Tensor d_out = make(be, {rows, width}, dtype, d, "d_out");
+  Tensor out = be.empty({rows, width}, dtype, Category::kActivation, "out");
+  Tensor d_gate = be.empty({rows, width}, dtype, Category::kActivation, "d_gate");
+  Tensor d_up = be.empty({rows, width}, dtype, Category::kActivation, "d_up");
+  be.swiglu_forward(gate, up, out);
+  be.swiglu_backward(d_out, gate, up, d_gate, d_up);
+  return {download(out), download(d_gate), download(d_up)};
+}
+
 TEST(CpuSwiGlu, OutputsMayBeTheirInputs) {
   // In place (out = gate; d_gate = gate, d_up = up) gives the same bits as
   // separate outputs: every input of element i is read before i is written.
@@ -136,23 +154,18 @@ TEST(CpuSwiGlu, OutputsMayBeTheirInputs) {
     Backend& be = *cpu.backend;
     const int64_t rows = 300, width = 130, n = rows * width;
     std::vector<float> g = gates(n, 6), u = random_values(n, 7), d = random_values(n, 8);
-    Tensor gate = make(be, {rows, width}, dtype, g, "gate");
+    const auto separate = forward_and_backward(be, rows, width, dtype, g, u, d);
+
     Tensor up = make(be, {rows, width}, dtype, u, "up");
     Tensor d_out = make(be, {rows, width}, dtype, d, "d_out");
-    Tensor out = be.empty({rows, width}, dtype, Category::kActivation, "out");
-    Tensor d_gate = be.empty({rows, width}, dtype, Category::kActivation, "d_gate");
-    Tensor d_up = be.empty({rows, width}, dtype, Category::kActivation, "d_up");
-    be.swiglu_forward(gate, up, out);
-    be.swiglu_backward(d_out, gate, up, d_gate, d_up);
-
     Tensor in_place = make(be, {rows, width}, dtype, g, "gate");
     be.swiglu_forward(in_place, up, in_place);
-    EXPECT_EQ(download(in_place), download(out)) << name_of(dtype);
+    EXPECT_EQ(download(in_place), separate[0]) << name_of(dtype);
     Tensor g2 = make(be, {rows, width}, dtype, g, "gate");
     Tensor u2 = make(be, {rows, width}, dtype, u, "up");
     be.swiglu_backward(d_out, g2, u2, g2, u2);
-    EXPECT_EQ(download(g2), download(d_gate)) << name_of(dtype);
-    EXPECT_EQ(download(u2), download(d_up)) << name_of(dtype);
+    EXPECT_EQ(download(g2), separate[1]) << name_of(dtype);
+    EXPECT_EQ(download(u2), separate[2]) << name_of(dtype);
   }
 }
 
@@ -177,24 +190,13 @@ TEST(CpuSwiGlu, Bf16IsTheFp32ResultRoundedOnceOnAnyThreadCount) {
   const int saved = omp_get_max_threads();
   for (int threads : {1, 3}) {
     omp_set_num_threads(threads);
-    std::vector<std::vector<double>> outputs[2];
-    for (DType dtype : {DType::kF32, DType::kBF16}) {
-      Tensor gate = make(be, {rows, width}, dtype, g, "gate");
-      Tensor up = make(be, {rows, width}, dtype, u, "up");
-      Tensor d_out = make(be, {rows, width}, dtype, d, "d_out");
-      Tensor out = be.empty({rows, width}, dtype, Category::kActivation, "out");
-      Tensor d_gate = be.empty({rows, width}, dtype, Category::kActivation, "d_gate");
-      Tensor d_up = be.empty({rows, width}, dtype, Category::kActivation, "d_up");
-      be.swiglu_forward(gate, up, out);
-      be.swiglu_backward(d_out, gate, up, d_gate, d_up);
-      for (const Tensor* t : {&out, &d_gate, &d_up})
-        outputs[dtype == DType::kBF16].push_back(download(*t));
-    }
+    const auto fp32 = forward_and_backward(be, rows, width, DType::kF32, g, u, d);
+    const auto bf16 = forward_and_backward(be, rows, width, DType::kBF16, g, u, d);
     for (int o = 0; o < 3; ++o) {
       int64_t differing = 0;
       for (int64_t i = 0; i < n; ++i) {
-        const double rounded = to_float(to_bf16(static_cast<float>(outputs[0][o][i])));
-        differing += std::memcmp(&rounded, &outputs[1][o][i], sizeof rounded) != 0;
+        const double rounded = to_float(to_bf16(static_cast<float>(fp32[o][i])));
+        differing += std::memcmp(&rounded, &bf16[o][i], sizeof rounded) != 0;
       }
       EXPECT_EQ(differing, 0) << "output " << o << " (out, d_gate, d_up) at " << threads
                               << " threads";

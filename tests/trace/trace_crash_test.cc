@@ -37,6 +37,24 @@ std::string tag_for_step(int step) {
   return "block." + std::to_string(step) + ".mlp.up";
 }
 
+// A forked child running `child(path, write_end)`, which never returns.
+struct Child {
+  pid_t pid = -1;
+  int read_end = -1;  // the pipe the child writes to; the caller closes it
+};
+template <typename Body>
+Child fork_child(const std::string& path, Body&& child) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    child(path, fds[1]);
+  }
+  close(fds[1]);
+  return {pid, fds[0]};
+}
+
 // The child: a stand-in training loop. Never returns.
 [[noreturn]] void run_and_wait_to_be_killed(const std::string& path, int ready_fd) {
   try {
@@ -70,21 +88,14 @@ std::string tag_for_step(int step) {
 TEST(TraceCrash, SigkilledWriterLeavesEveryFlushedStep) {
   TempDir dir;
   const std::string path = dir.file("trace.rank0.h5");
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(fds[0]);
-    run_and_wait_to_be_killed(path, fds[1]);
-  }
-  close(fds[1]);
+  const auto [child, read_end] = fork_child(path, run_and_wait_to_be_killed);
+  ASSERT_GT(child, 0);
 
-  pollfd ready{fds[0], POLLIN, 0};
+  pollfd ready{read_end, POLLIN, 0};
   int polled = poll(&ready, 1, 60'000);
   char byte = 0;
-  bool signalled = polled == 1 && read(fds[0], &byte, 1) == 1 && byte == 'k';
-  close(fds[0]);
+  bool signalled = polled == 1 && read(read_end, &byte, 1) == 1 && byte == 'k';
+  close(read_end);
   kill(child, SIGKILL);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
@@ -194,18 +205,11 @@ TEST(TraceCrash, SigkilledWriterLeavesEveryFlushedStep) {
 TEST(TraceCrash, ASuperblockOlderThanTheIndicesLosesNoRow) {
   TempDir dir;
   const std::string path = dir.file("trace.rank0.h5");
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    close(fds[0]);
-    flush_twice_then_vanish(path, fds[1]);
-  }
-  close(fds[1]);
+  const auto [child, read_end] = fork_child(path, flush_twice_then_vanish);
+  ASSERT_GT(child, 0);
   char first_eoa[8] = {};
-  const bool got = read(fds[0], first_eoa, sizeof first_eoa) == sizeof first_eoa;
-  close(fds[0]);
+  const bool got = read(read_end, first_eoa, sizeof first_eoa) == sizeof first_eoa;
+  close(read_end);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(got && WIFEXITED(status) && WEXITSTATUS(status) == 0)
@@ -270,19 +274,12 @@ TEST(TraceCrash, KillsInsideFlushesNeverDamageEarlierSteps) {
     SCOPED_TRACE("trial " + std::to_string(trial));
     TempDir dir;
     const std::string path = dir.file("trace.rank0.h5");
-    int fds[2];
-    ASSERT_EQ(pipe(fds), 0);
-    pid_t child = fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      close(fds[0]);
-      flush_forever(path, fds[1]);
-    }
-    close(fds[1]);
-    pollfd ready{fds[0], POLLIN, 0};
+    const auto [child, read_end] = fork_child(path, flush_forever);
+    ASSERT_GT(child, 0);
+    pollfd ready{read_end, POLLIN, 0};
     char byte = 0;
-    bool started = poll(&ready, 1, 60'000) == 1 && read(fds[0], &byte, 1) == 1;
-    close(fds[0]);
+    bool started = poll(&ready, 1, 60'000) == 1 && read(read_end, &byte, 1) == 1;
+    close(read_end);
     // Spread the kills over the first ~100 flushes.
     if (started) usleep(static_cast<useconds_t>(7'000 + (trial * 37'003) % 150'000));
     kill(child, SIGKILL);
