@@ -1,9 +1,9 @@
 // The GCC vector types the cpu kernels compute in, and the eight-lane loads
 // and stores between them and fp32 / bf16 / fp16 memory (sixteen-lane ones
-// for bf16). Always inlined, so
-// a caller compiled for a wider ISA (a target_clones clone, cpu_clones.h)
-// gets them in that ISA; GCC vector extensions keep accumulators in
-// registers where auto-vectorization of the same loops does not reliably.
+// for bf16). Always inlined, so a caller compiled for a wider ISA (a
+// target_clones clone, cpu_clones.h) gets them in that ISA; GCC vector
+// extensions keep accumulators in registers where auto-vectorization of the
+// same loops does not reliably, and give 16 lanes where it picks 8.
 #pragma once
 
 #include <cstdint>
