@@ -67,12 +67,25 @@ def _readable_tags(table):
         return table.asstr()[:good] if good else []
 
 
+def _open(path):
+    """The trace read-only, in SWMR read mode where HDF5 allows it.
+
+    swmr=True only lets HDF5 read past the superblock's recorded end of
+    allocation: a run killed inside a flush can leave chunks there that the
+    table's index already points at (docs/trace.md "What survives a crash").
+    HDF5 refuses it for a file this process already has open without SWMR
+    (an h5py.File of your own): then the open is plain, through that handle."""
+    try:
+        return h5py.File(path, "r", swmr=True)
+    except OSError as e:
+        if "SWMR read access flag" not in str(e):
+            raise
+        return h5py.File(path, "r")
+
+
 def load(path, events=True):
     """Reads the whole trace; events=False skips /memory/events (50 MB per million rows)."""
-    # swmr=True only lets HDF5 read past the superblock's recorded end of
-    # allocation: a run killed inside a flush can leave chunks there that the
-    # table's index already points at (docs/trace.md "What survives a crash").
-    with h5py.File(path, "r", swmr=True) as f:
+    with _open(path) as f:
         attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
         version = int(attrs.get("schema_version", 0))
         if version > SCHEMA_VERSION:

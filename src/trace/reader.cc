@@ -113,6 +113,10 @@ TraceReader TraceReader::open(const std::string& path) {
   // refuses a copy cut short ("truncated file": it skips that check only
   // for files a SWMR writer holds), and nothing changes for a closed file.
   r.file = Hid(H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, access.get()));
+  // HDF5 keeps one handle per file in a process and refuses a second open
+  // with another SWMR flag: a trace this process already holds open (its
+  // writer, say) is read through that handle, as before SWMR mode.
+  if (!r.file.valid()) r.file = Hid(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get()));
   if (!r.file.valid()) {
     std::string reason = hdf5::hdf5_reason();
     H5Eclear2(H5E_DEFAULT);

@@ -3,6 +3,7 @@
 // steps that were flushed, none of what was still buffered.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -260,6 +261,45 @@ TEST(TraceCrash, ASuperblockOlderThanTheIndicesLosesNoRow) {
       path + "'");
   EXPECT_EQ(py.exit_code, 0) << py.output;
   EXPECT_EQ(py.output, "2 20000 19999\n");
+}
+
+// HDF5 refuses to open a file in SWMR read mode that the process already
+// holds open without it; the reader then reads through that handle. (Of a
+// closed trace, as here, nothing is lost that way.)
+TEST(TraceCrash, ATraceAlreadyOpenWithoutSwmrIsStillRead) {
+  TempDir dir;
+  const std::string path = dir.file("trace.rank0.h5");
+  {
+    TraceWriter writer(path, sample_header(), true);
+    writer.on_memory_event(make_event(0, 0));
+    writer.append_step(make_step(0), {{0, Phase::kLoss, 1, 2}});
+    writer.flush({tag_for_step(0)});
+  }
+  // Without file locking, as the reader: HDF5 refuses differing locking
+  // flags in one process too.
+  const hid_t access = H5Pcreate(H5P_FILE_ACCESS);
+  ASSERT_GE(H5Pset_file_locking(access, false, true), 0);
+  const hid_t plain = H5Fopen(path.c_str(), H5F_ACC_RDONLY, access);
+  H5Pclose(access);
+  ASSERT_GE(plain, 0);
+  {
+    TraceReader reader = TraceReader::open(path);
+    EXPECT_EQ(reader.steps().size(), 1u);
+    EXPECT_EQ(reader.events().size(), 1u);
+  }
+  H5Fclose(plain);
+
+  if (!testing::have_h5py()) GTEST_SKIP() << kPython << " has no h5py; h5py check skipped";
+  if (run_command(std::string(kPython) + " -c 'import pandas'").exit_code != 0)
+    GTEST_SKIP() << kPython << " has no pandas; headroom_trace.py check skipped";
+  testing::CommandResult py = run_command(
+      std::string(kPython) +
+      " -c 'import sys, h5py; sys.path.insert(0, sys.argv[1]); import headroom_trace as ht; "
+      "mine = h5py.File(sys.argv[2], \"r\"); t = ht.load(sys.argv[2]); "
+      "print(len(t.steps), len(t.events))' '" HEADROOM_SOURCE_DIR "/data_tools' '" +
+      path + "'");
+  EXPECT_EQ(py.exit_code, 0) << py.output;
+  EXPECT_EQ(py.output, "1 1\n");
 }
 
 // A kill inside a flush may lose that flush, but must never damage what
