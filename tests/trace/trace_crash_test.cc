@@ -38,6 +38,22 @@ std::string tag_for_step(int step) {
   return "block." + std::to_string(step) + ".mlp.up";
 }
 
+// Whether kPython can import data_tools/headroom_trace.py (h5py, pandas).
+bool have_headroom_trace_py() {
+  return run_command(std::string(kPython) + " -c 'import h5py, pandas'").exit_code == 0;
+}
+
+// Runs the Python statements `code` (no single quotes) with
+// data_tools/headroom_trace.py imported as `ht` and the trace's path in
+// `path`.
+testing::CommandResult run_with_headroom_trace_py(const std::string& code,
+                                                  const std::string& path) {
+  return run_command(std::string(kPython) +
+                     " -c 'import sys; sys.path.insert(0, sys.argv[1]); import headroom_trace "
+                     "as ht; path = sys.argv[2]; " +
+                     code + "' '" HEADROOM_SOURCE_DIR "/data_tools' '" + path + "'");
+}
+
 // A forked child running `child(path, write_end)`, which never returns.
 struct Child {
   pid_t pid = -1;
@@ -250,15 +266,9 @@ TEST(TraceCrash, ASuperblockOlderThanTheIndicesLosesNoRow) {
   EXPECT_EQ(reader.phase_peaks().size(), 2u);
 
   // data_tools/headroom_trace.py reads it the same way.
-  if (!testing::have_h5py()) GTEST_SKIP() << kPython << " has no h5py; h5py check skipped";
-  if (run_command(std::string(kPython) + " -c 'import pandas'").exit_code != 0)
-    GTEST_SKIP() << kPython << " has no pandas; headroom_trace.py check skipped";
-  testing::CommandResult py = run_command(
-      std::string(kPython) +
-      " -c 'import sys; sys.path.insert(0, sys.argv[1]); import headroom_trace as ht; "
-      "t = ht.load(sys.argv[2]); print(len(t.steps), len(t.events), int(t.events.seq.iloc[-1]))' "
-      "'" HEADROOM_SOURCE_DIR "/data_tools' '" +
-      path + "'");
+  if (!have_headroom_trace_py()) GTEST_SKIP() << kPython << " lacks h5py or pandas";
+  testing::CommandResult py = run_with_headroom_trace_py(
+      "t = ht.load(path); print(len(t.steps), len(t.events), int(t.events.seq.iloc[-1]))", path);
   EXPECT_EQ(py.exit_code, 0) << py.output;
   EXPECT_EQ(py.output, "2 20000 19999\n");
 }
@@ -289,15 +299,11 @@ TEST(TraceCrash, ATraceAlreadyOpenWithoutSwmrIsStillRead) {
   }
   H5Fclose(plain);
 
-  if (!testing::have_h5py()) GTEST_SKIP() << kPython << " has no h5py; h5py check skipped";
-  if (run_command(std::string(kPython) + " -c 'import pandas'").exit_code != 0)
-    GTEST_SKIP() << kPython << " has no pandas; headroom_trace.py check skipped";
-  testing::CommandResult py = run_command(
-      std::string(kPython) +
-      " -c 'import sys, h5py; sys.path.insert(0, sys.argv[1]); import headroom_trace as ht; "
-      "mine = h5py.File(sys.argv[2], \"r\"); t = ht.load(sys.argv[2]); "
-      "print(len(t.steps), len(t.events))' '" HEADROOM_SOURCE_DIR "/data_tools' '" +
-      path + "'");
+  if (!have_headroom_trace_py()) GTEST_SKIP() << kPython << " lacks h5py or pandas";
+  testing::CommandResult py = run_with_headroom_trace_py(
+      "import h5py; mine = h5py.File(path, \"r\"); t = ht.load(path); "
+      "print(len(t.steps), len(t.events))",
+      path);
   EXPECT_EQ(py.exit_code, 0) << py.output;
   EXPECT_EQ(py.output, "1 1\n");
 }
