@@ -19,6 +19,9 @@
 #
 #   bash bench/step_profile.sh [steps] [preset] [delay_ms]   (repository root, after a build)
 #
+# HEADROOM=build-avx2/headroom profiles another build (the `avx2` preset:
+# an AVX2-only CPU's kernels, on this one).
+#
 # preset "tiny" (default: [4, 512] per step) or "small-50m" ([1, 2048]);
 # delay_ms (default 2500 for tiny, 12000 for small-50m) must exceed start-up
 # plus a step or two, or the first step's oneDNN JIT compilation is counted.
@@ -31,7 +34,7 @@ case "$preset" in
   *) echo "step_profile.sh: preset must be tiny or small-50m, got $preset" >&2; exit 2 ;;
 esac
 command -v perf > /dev/null || { echo "step_profile.sh: needs perf (apt-get install linux-perf)" >&2; exit 2; }
-bin=$(pwd)/build/headroom
+bin=$(realpath "${HEADROOM:-build/headroom}")
 [ -x "$bin" ] || { echo "step_profile.sh: no $bin; build first" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

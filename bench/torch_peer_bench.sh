@@ -16,6 +16,9 @@
 #
 #   bash bench/torch_peer_bench.sh [steps] [rounds] [preset]   (repository root, after a build)
 #
+# HEADROOM=build-avx2/headroom measures another build (the `avx2` preset:
+# an AVX2-only CPU's kernels, on this one; its gemm_bench beside it).
+#
 # preset "tiny" (the default, [4, 512] per step) or "small-50m" (hidden 512,
 # 12 layers, 8 / 4 heads, ffn 1920, vocab 8192; one row of 2048 per step).
 #
@@ -31,7 +34,7 @@ case "$preset" in
   *) echo "torch_peer_bench.sh: preset must be tiny or small-50m, got $preset" >&2; exit 2 ;;
 esac
 read -r V C F L H KV D B S <<< "$shape"
-bin=$(pwd)/build/headroom
+bin=$(realpath "${HEADROOM:-build/headroom}")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"

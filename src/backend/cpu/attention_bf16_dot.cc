@@ -12,7 +12,7 @@
 namespace headroom::attention_cpu {
 
 bool have_bf16_dot() {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !HEADROOM_CPU_AVX2_ONLY
   static const bool have = [] {
     // HEADROOM_CPU_BF16_DOT=0 keeps the fp32 tile products on a CPU that
     // has VDPBF16PS.

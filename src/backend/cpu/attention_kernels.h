@@ -239,7 +239,7 @@ HR_ATTENTION_INLINE void transpose_tile(const T* src, int64_t src_stride, int64_
 inline constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
 
 // kLanes int32 lanes, the masks and indices beside lane_vector<kLanes>.
-using v16i = int32_t __attribute__((vector_size(64)));
+using cpu_simd::v16i;
 template <int kLanes>
 struct LaneInts;
 template <>

@@ -20,7 +20,7 @@
 namespace headroom::attention_cpu {
 
 bool have_wide_fma() {
-#if HR_HAVE_WIDE_FMA_TARGET
+#if HR_HAVE_WIDE_FMA_TARGET && !HEADROOM_CPU_AVX2_ONLY
   static const bool have = [] {
     // HEADROOM_CPU_WIDE_FMA=0 keeps the 8-lane products on a CPU with
     // AVX-512.

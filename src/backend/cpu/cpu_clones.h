@@ -16,7 +16,8 @@
 // -> 5.5 and 8.5 -> 7.0 ms per tiny step on an AVX-512 EPYC,
 // bench/RESULTS.md). GCC does not find the 16 lanes in every bf16 loop
 // (it sized swiglu's by the 16-bit data: 8 fp32 lanes); objdump the v4
-// clone, and where it has no zmm write the lanes out (swiglu.cc).
+// clone, and where it has no zmm write the lanes out in a v4 version (below;
+// swiglu.cc).
 //
 // An OpenMP region is outlined into a function of its own that a clone does
 // not cover, so a cloned function is the body of a parallel loop, never the
@@ -28,7 +29,29 @@
 
 #include <cstdint>
 
+// A loop written for 16 lanes in GCC vector types (64 bytes: one AVX-512
+// register) is no clone: where the ISA has no 64-byte registers (the
+// x86-64-v3 clone) GCC 12 lowers compares, `?:` and even the splitting of
+// such vectors one lane at a time (vpextrd / vinsertps), and the AVX2 clone
+// of swiglu's bf16 loops ran 10x slower than its fp32 ones so. Such a loop
+// is a function versioned by target instead (GCC function multiversioning,
+// chosen by the loader as the clones are): HR_CPU_V4_VERSION on the 16-lane
+// body, under `#if HR_HAVE_CPU_V4_VERSION`, and HR_CPU_DEFAULT_VERSION on a
+// version that does nothing and leaves the range to the cloned loop.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HR_CPU_DEFAULT_VERSION __attribute__((target("default")))
+#define HR_CPU_V4_VERSION __attribute__((target("arch=x86-64-v4")))
+#define HR_HAVE_CPU_V4_VERSION !HEADROOM_CPU_AVX2_ONLY
+#else
+#define HR_CPU_DEFAULT_VERSION
+#define HR_CPU_V4_VERSION
+#define HR_HAVE_CPU_V4_VERSION 0
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && HEADROOM_CPU_AVX2_ONLY
+// The `avx2` preset (CMakeLists.txt): what an AVX2-only CPU runs, wherever.
+#define HR_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define HR_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define HR_CPU_CLONES

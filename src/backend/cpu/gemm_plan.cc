@@ -58,6 +58,15 @@ bool is_gemm_jit(const dnnl::matmul::primitive_desc& descriptor) {
 }  // namespace
 
 GemmPlans::GemmPlans() : engine_(dnnl::engine::kind::cpu, 0) {
+#if HEADROOM_CPU_AVX2_ONLY
+  // The `avx2` preset: oneDNN's kernels as on an AVX2-only CPU. It takes the
+  // cap only before its first JIT code, hence once, here, before any primitive.
+  static const bool capped = [] {
+    dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
+    return true;
+  }();
+  (void)capped;
+#endif
   // Our own bounded cache is the only one (see the header); idempotent.
   dnnl::set_primitive_cache_capacity(0);
   // oneDNN's gemm:jit (its fp32 matmul on AVX2 kernels) mallocs packing

@@ -29,6 +29,7 @@ using v8u16 = uint16_t __attribute__((vector_size(16)));
 // have them).
 using v16f = float __attribute__((vector_size(64)));
 using v16u32 = uint32_t __attribute__((vector_size(64)));
+using v16i = int32_t __attribute__((vector_size(64)));
 using v16u16 = uint16_t __attribute__((vector_size(32)));
 
 // p[0 .. 8) as fp32. Every widening is exact.
@@ -73,7 +74,12 @@ HR_SIMD_INLINE void store16(bf16* p, const v16f& v) {
   __builtin_memcpy(&u, &v, sizeof u);
   const v16u32 rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   const v16u32 quiet_nan = (u >> 16) | 0x40u;
-  const v16u32 bits = (u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded;
+  // Bit masks, not `?:`, and a signed compare (both sides are below 2^31):
+  // where a 64-byte vector is two registers (the x86-64-v3 clone) GCC 12
+  // lowers `?:` and unsigned compares on it one lane at a time.
+  const v16i magnitude = (v16i)(u & 0x7fffffffu);
+  const v16u32 nan = (v16u32)(magnitude > 0x7f800000);  // all ones or 0 per lane
+  const v16u32 bits = (nan & quiet_nan) | (~nan & rounded);
   const v16u16 h = __builtin_convertvector(bits, v16u16);
   __builtin_memcpy(p, &h, sizeof h);
 }

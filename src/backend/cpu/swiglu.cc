@@ -30,22 +30,49 @@ namespace {
 
 using cpu_simd::exp_approx;
 
-// bf16 goes 16 elements at a time in GCC vector types first: GCC
-// auto-vectorizes the bf16 loops below at 8 fp32 lanes per instruction even
-// in the x86-64-v4 clone (it sizes the vectors by the 16-bit data), where the
-// fp32 loops get 16; the explicit 16 lanes are one AVX-512 register there,
-// two AVX2 ones in the v3 clone. Same operations in the same order, so the
-// same bits as the loop (which does the rest).
+// bf16 goes 16 elements at a time in GCC vector types first, on CPUs with
+// AVX-512: GCC auto-vectorizes the bf16 loops below at 8 fp32 lanes per
+// instruction even in the x86-64-v4 clone (it sizes the vectors by the 16-bit
+// data), where the fp32 loops get 16. Same operations in the same order, so
+// the same bits as the loops, which do the rest. Each returns where it
+// stopped. Versioned by CPU (cpu_clones.h, HR_CPU_V4_VERSION): elsewhere
+// GCC would split each 64-byte vector lane by lane, and the loops do it all.
+HR_CPU_DEFAULT_VERSION int64_t forward_by_16(const bf16*, const bf16*, bf16*, int64_t begin,
+                                             int64_t) {
+  return begin;
+}
+HR_CPU_DEFAULT_VERSION int64_t backward_by_16(const bf16*, const bf16*, const bf16*, bf16*, bf16*,
+                                              int64_t begin, int64_t) {
+  return begin;
+}
+#if HR_HAVE_CPU_V4_VERSION
+HR_CPU_V4_VERSION int64_t forward_by_16(const bf16* gate, const bf16* up, bf16* out, int64_t begin,
+                                        int64_t end) {
+  using namespace cpu_simd;
+  for (; begin + 16 <= end; begin += 16) {
+    const v16f g = load16(gate + begin), u = load16(up + begin);
+    const v16f s = 1.0f / (1.0f + exp_approx(-g));  // sigmoid(g)
+    store16(out + begin, g * s * u);
+  }
+  return begin;
+}
+HR_CPU_V4_VERSION int64_t backward_by_16(const bf16* d_out, const bf16* gate, const bf16* up,
+                                         bf16* d_gate, bf16* d_up, int64_t begin, int64_t end) {
+  using namespace cpu_simd;
+  for (; begin + 16 <= end; begin += 16) {
+    const v16f d = load16(d_out + begin), g = load16(gate + begin), u = load16(up + begin);
+    const v16f s = 1.0f / (1.0f + exp_approx(-g));  // sigmoid(g)
+    const v16f silu = g * s;
+    store16(d_gate + begin, d * u * (s * (1.0f + g * (1.0f - s))));
+    store16(d_up + begin, d * silu);
+  }
+  return begin;
+}
+#endif
+
 template <typename T>
 HR_CPU_CLONES void forward_range(const T* gate, const T* up, T* out, int64_t begin, int64_t end) {
-  if constexpr (std::is_same_v<T, bf16>) {
-    using namespace cpu_simd;
-    for (; begin + 16 <= end; begin += 16) {
-      const v16f g = load16(gate + begin), u = load16(up + begin);
-      const v16f s = 1.0f / (1.0f + exp_approx(-g));  // sigmoid(g)
-      store16(out + begin, g * s * u);
-    }
-  }
+  if constexpr (std::is_same_v<T, bf16>) begin = forward_by_16(gate, up, out, begin, end);
 #pragma omp simd
   for (int64_t i = begin; i < end; ++i) {
     float g = widen(gate[i]);
@@ -58,16 +85,8 @@ HR_CPU_CLONES void forward_range(const T* gate, const T* up, T* out, int64_t beg
 template <typename T>
 HR_CPU_CLONES void backward_range(const T* d_out, const T* gate, const T* up, T* d_gate, T* d_up,
                                   int64_t begin, int64_t end) {
-  if constexpr (std::is_same_v<T, bf16>) {  // see forward_range
-    using namespace cpu_simd;
-    for (; begin + 16 <= end; begin += 16) {
-      const v16f d = load16(d_out + begin), g = load16(gate + begin), u = load16(up + begin);
-      const v16f s = 1.0f / (1.0f + exp_approx(-g));  // sigmoid(g)
-      const v16f silu = g * s;
-      store16(d_gate + begin, d * u * (s * (1.0f + g * (1.0f - s))));
-      store16(d_up + begin, d * silu);
-    }
-  }
+  if constexpr (std::is_same_v<T, bf16>)
+    begin = backward_by_16(d_out, gate, up, d_gate, d_up, begin, end);
 #pragma omp simd
   for (int64_t i = begin; i < end; ++i) {
     float d = widen(d_out[i]);
