@@ -25,7 +25,6 @@
 #include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_clones.h"
 #include "backend/cpu/cpu_kernels.h"
-#include "backend/cpu/simd_vectors.h"
 #include "backend/model_op_checks.h"
 
 // The lane vectors are 64 bytes; on a baseline (SSE) build GCC warns that
@@ -44,8 +43,7 @@ constexpr int64_t kColumnBlock = 64;  // dw columns per thread task
 
 using v4d = double __attribute__((vector_size(4 * sizeof(double))));
 using v4f = float __attribute__((vector_size(4 * sizeof(float))));
-using cpu_simd::load8;
-using cpu_simd::v8f;
+using v4u32 = uint32_t __attribute__((vector_size(4 * sizeof(uint32_t))));
 static_assert(kLanes == 8, "Lanes below is 8 wide");
 
 // kLanes doubles as two 4-wide halves, lanes 0-3 and 4-7: an AVX2 register
@@ -56,37 +54,53 @@ struct Lanes {
   v4d low, high;
 };
 
-// a[0 .. 8) widened to double. fp32 and bf16 as one 8-lane load, split in
-// halves after widening to fp32: four-element loads of bf16 left GCC
-// building each double vector from 128-bit pieces (half of the bf16
-// backward's row loop). Same values.
-HR_ROW_INLINE Lanes split_lanes(const v8f& v) {
-  const v4f low = __builtin_shufflevector(v, v, 0, 1, 2, 3);
-  const v4f high = __builtin_shufflevector(v, v, 4, 5, 6, 7);
-  return {__builtin_convertvector(low, v4d), __builtin_convertvector(high, v4d)};
+// a[0 .. 8) widened to double, in the lanes row_dot sums them in. Each
+// half is built element by element, which GCC turns into one vcvtps2pd from
+// four floats to four doubles; __builtin_convertvector of a v4f did that in
+// 2-lane pieces, with shuffles, and was most of the row loop's
+// instructions.
+HR_ROW_INLINE v4d to_double(const v4f& v) {
+  return v4d{v[0], v[1], v[2], v[3]};
 }
+// fp32: elements 0-3 in `low`, 4-7 in `high`.
 HR_ROW_INLINE Lanes load_lanes(const float* a) {
-  return split_lanes(load8(a));
+  v4f low, high;
+  __builtin_memcpy(&low, a, sizeof low);
+  __builtin_memcpy(&high, a + 4, sizeof high);
+  return {to_double(low), to_double(high)};
 }
 HR_ROW_INLINE Lanes load_lanes(const f16* a) {
   return {v4d{widen(a[0]), widen(a[1]), widen(a[2]), widen(a[3])},
           v4d{widen(a[4]), widen(a[5]), widen(a[6]), widen(a[7])}};
 }
+// bf16: the even elements 0, 2, 4, 6 in `low`, the odd ones in `high`. Read
+// as four 32-bit pairs, an even element is a pair's low half (shifted up)
+// and an odd one its high half (masked), so each half is one shift or AND
+// from memory and one vcvtps2pd; widening 8 in order and splitting the
+// result took three times the instructions.
 HR_ROW_INLINE Lanes load_lanes(const bf16* a) {
-  return split_lanes(load8(a));
+  v4u32 pairs;
+  __builtin_memcpy(&pairs, a, sizeof pairs);
+  const v4u32 even = pairs << 16, odd = pairs & 0xffff0000u;
+  v4f low, high;
+  __builtin_memcpy(&low, &even, sizeof low);
+  __builtin_memcpy(&high, &odd, sizeof high);
+  return {to_double(low), to_double(high)};
 }
-// The tail's n < kLanes elements, the other lanes 0.
+// The tail's n < kLanes elements in the lanes load_lanes puts them in, the
+// other lanes 0 (a zero-padded copy through load_lanes).
 template <typename T>
 HR_ROW_INLINE Lanes load_tail(const T* a, int64_t n) {
-  double v[kLanes] = {};
+  T padded[kLanes] = {};
   for (int64_t l = 0; l < n; ++l)
-    v[l] = static_cast<double>(widen(a[l]));
-  return {v4d{v[0], v[1], v[2], v[3]}, v4d{v[4], v[5], v[6], v[7]}};
+    padded[l] = a[l];
+  return load_lanes(padded);
 }
 
 // sum_i a[i] * b[i] (* c[i] when kWithC) in double, over kLanes interleaved
-// accumulators combined in lane order: lane l sums the elements i = l (mod
-// kLanes) in order (the tail's missing lanes add 0). Products of up to three
+// accumulators combined in lane order: each lane sums, in order, the
+// elements of one residue i mod kLanes (load_lanes says which; the tail's
+// missing lanes add 0). Products of up to three
 // floats are exact or nearly so in double.
 template <bool kWithC, typename T>
 HR_ROW_INLINE double row_dot(const T* a, const T* b, const T* c, int64_t n) {
