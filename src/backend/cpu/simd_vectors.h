@@ -25,8 +25,9 @@ using v8f = float __attribute__((vector_size(32)));
 using v8u32 = uint32_t __attribute__((vector_size(32)));
 using v8i = int32_t __attribute__((vector_size(32)));
 using v8u16 = uint16_t __attribute__((vector_size(16)));
-// Sixteen floats: one AVX-512 register (cpu attention's softmax on CPUs that
-// have them).
+// Sixteen floats: one AVX-512 register (cpu attention's softmax and swiglu's
+// bf16 on CPUs that have them). Only in code compiled for AVX-512: for
+// x86-64-v3 GCC 12 splits them lane by lane (cpu_clones.h).
 using v16f = float __attribute__((vector_size(64)));
 using v16u32 = uint32_t __attribute__((vector_size(64)));
 using v16i = int32_t __attribute__((vector_size(64)));
