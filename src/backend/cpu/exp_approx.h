@@ -63,19 +63,8 @@ HR_SIMD_INLINE float select_less(float x, float bound, float then) {
 HR_SIMD_INLINE v8f select_less(const v8f& x, float bound, float then) {
   return x < bound ? v8f{} + then : x;
 }
-// Sixteen lanes select with bit masks too: where a 64-byte vector is two
-// registers (the x86-64-v3 clone), GCC 12 lowers `?:` on it lane by lane, a
-// scalar compare and blend per lane (vpextrd / vcmpltss); it splits the
-// compare and the bit operations into two 32-byte halves. `?:` made the
-// AVX2 clone of swiglu's bf16 loops 10x slower than the fp32 ones.
 HR_SIMD_INLINE v16f select_less(const v16f& x, float bound, float then) {
-  const v16u32 take = (v16u32)(x < bound);  // all ones or 0 per lane (vcmpps)
-  v16u32 bits, then_bits = take & std::bit_cast<uint32_t>(then);
-  __builtin_memcpy(&bits, &x, sizeof bits);
-  bits = then_bits | (~take & bits);
-  v16f v;
-  __builtin_memcpy(&v, &bits, sizeof v);
-  return v;
+  return x < bound ? v16f{} + then : x;
 }
 template <typename V>
 HR_SIMD_INLINE V exp_approx(const V& x_in) {

@@ -26,7 +26,7 @@ using v8u32 = uint32_t __attribute__((vector_size(32)));
 using v8i = int32_t __attribute__((vector_size(32)));
 using v8u16 = uint16_t __attribute__((vector_size(16)));
 // Sixteen floats: one AVX-512 register (cpu attention's softmax and swiglu's
-// bf16 on CPUs that have them). Only in code compiled for AVX-512: for
+// bf16 on CPUs that have them). Only ever run in code compiled for AVX-512: for
 // x86-64-v3 GCC 12 splits them lane by lane (cpu_clones.h).
 using v16f = float __attribute__((vector_size(64)));
 using v16u32 = uint32_t __attribute__((vector_size(64)));
@@ -75,12 +75,7 @@ HR_SIMD_INLINE void store16(bf16* p, const v16f& v) {
   __builtin_memcpy(&u, &v, sizeof u);
   const v16u32 rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   const v16u32 quiet_nan = (u >> 16) | 0x40u;
-  // Bit masks, not `?:`, and a signed compare (both sides are below 2^31):
-  // where a 64-byte vector is two registers (the x86-64-v3 clone) GCC 12
-  // lowers `?:` and unsigned compares on it one lane at a time.
-  const v16i magnitude = (v16i)(u & 0x7fffffffu);
-  const v16u32 nan = (v16u32)(magnitude > 0x7f800000);  // all ones or 0 per lane
-  const v16u32 bits = (nan & quiet_nan) | (~nan & rounded);
+  const v16u32 bits = (u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded;
   const v16u16 h = __builtin_convertvector(bits, v16u16);
   __builtin_memcpy(p, &h, sizeof h);
 }
