@@ -100,8 +100,8 @@ HR_ROW_INLINE Lanes load_tail(const T* a, int64_t n) {
 // sum_i a[i] * b[i] (* c[i] when kWithC) in double, over kLanes interleaved
 // accumulators combined in lane order: each lane sums, in order, the
 // elements of one residue i mod kLanes (load_lanes says which; the tail's
-// missing lanes add 0). Products of up to three
-// floats are exact or nearly so in double.
+// missing lanes add 0). Products of up to three floats are exact or nearly
+// so in double.
 template <bool kWithC, typename T>
 HR_ROW_INLINE double row_dot(const T* a, const T* b, const T* c, int64_t n) {
   Lanes sum{};
