@@ -34,7 +34,7 @@ case "$preset" in
   *) echo "step_profile.sh: preset must be tiny or small-50m, got $preset" >&2; exit 2 ;;
 esac
 command -v perf > /dev/null || { echo "step_profile.sh: needs perf (apt-get install linux-perf)" >&2; exit 2; }
-bin=$(realpath "${HEADROOM:-build/headroom}")
+bin=$(realpath -m "${HEADROOM:-build/headroom}")
 [ -x "$bin" ] || { echo "step_profile.sh: no $bin; build first" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

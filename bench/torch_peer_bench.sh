@@ -34,7 +34,8 @@ case "$preset" in
   *) echo "torch_peer_bench.sh: preset must be tiny or small-50m, got $preset" >&2; exit 2 ;;
 esac
 read -r V C F L H KV D B S <<< "$shape"
-bin=$(realpath "${HEADROOM:-build/headroom}")
+bin=$(realpath -m "${HEADROOM:-build/headroom}")
+[ -x "$bin" ] || { echo "torch_peer_bench.sh: no $bin; build first" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
