@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "backend/attention_checks.h"
 #include "backend/common/nf4.h"
@@ -90,6 +91,23 @@ void Backend::gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool tran
       c);
   if (kernels_) kernels_->gemm(a, transpose_a, b, transpose_b, c, alpha, beta, dims, scratch);
 }
+
+SharedGemmOperand Backend::share_gemm_operand(const Tensor& operand) {
+  HR_CHECK(operand.defined(), "share_gemm_operand: an undefined tensor");
+  return SharedGemmOperand(*gemm_workspace_, operand);
+}
+
+SharedGemmOperand::SharedGemmOperand(GemmWorkspace& workspace, const Tensor& operand)
+    : workspace_(&workspace), operand_(operand) {
+  workspace_->share(operand_);
+}
+
+SharedGemmOperand::~SharedGemmOperand() {
+  if (workspace_ != nullptr) workspace_->unshare(operand_);
+}
+
+SharedGemmOperand::SharedGemmOperand(SharedGemmOperand&& other) noexcept
+    : workspace_(std::exchange(other.workspace_, nullptr)), operand_(std::move(other.operand_)) {}
 
 void Backend::copy_from_host(const void* src, Tensor& dst) {
   check_copy_from_host(kind_, src, dst);

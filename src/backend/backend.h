@@ -87,6 +87,7 @@ struct AdamWParams {
 };
 
 class Kernels;
+class SharedGemmOperand;
 
 class Backend final {
  public:
@@ -138,6 +139,15 @@ class Backend final {
   // contents (they may be uninitialized or NaN).
   void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
             float alpha, float beta);
+  // While the returned guard lives, the gemms reading `operand` (as A or B,
+  // transposed or not) may share one converted copy of it, made by the first
+  // and freed with the guard: on the host cpu without a native bf16 matmul
+  // (every bf16 operand widened into fp32, cpu/gemm_plan.h) that copy is
+  // tagged gemm.shared_fp32; on every other target nothing changes. The
+  // caller must not write `operand` while the guard lives. Guards nest and
+  // may end in any order. Meta follows the same rule, so a plan holds the
+  // copy where a run does.
+  [[nodiscard]] SharedGemmOperand share_gemm_operand(const Tensor& operand);
 
   // ---- host transfer and small reductions ----
   // dst[:] = the dst.nbytes() bytes at src. Meta: nothing.
@@ -303,5 +313,20 @@ std::unique_ptr<Backend> make_cpu_backend(Allocator& allocator);
 std::unique_ptr<Backend> make_meta_backend(
     Allocator& allocator, TargetDevice target = TargetDevice::kHostCpu,
     uint64_t cublaslt_workspace_bytes = kCublasLtWorkspaceBytes);
+
+// Backend::share_gemm_operand's guard: ends the share when destroyed.
+class SharedGemmOperand {
+ public:
+  SharedGemmOperand(GemmWorkspace& workspace, const Tensor& operand);
+  ~SharedGemmOperand();
+  SharedGemmOperand(SharedGemmOperand&& other) noexcept;
+  SharedGemmOperand(const SharedGemmOperand&) = delete;
+  SharedGemmOperand& operator=(const SharedGemmOperand&) = delete;
+  SharedGemmOperand& operator=(SharedGemmOperand&&) = delete;
+
+ private:
+  GemmWorkspace* workspace_;  // null once moved from
+  Tensor operand_;
+};
 
 }  // namespace headroom

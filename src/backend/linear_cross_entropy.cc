@@ -1,6 +1,7 @@
 #include "backend/linear_cross_entropy.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -46,6 +47,10 @@ LinearCrossEntropySaved linear_cross_entropy_forward(Backend& backend, const Ten
 
   LinearCrossEntropySaved saved;
   saved.lse = backend.empty({tokens}, DType::kF32, Category::kActivation, "loss.lse");
+  // Every chunk reads the whole weight (V, C): widened once where gemms widen,
+  // not once per chunk. Its copy adds nothing to the peak, which is a
+  // chunk's gemm, where the copy was held anyway.
+  const SharedGemmOperand shared_weight = backend.share_gemm_operand(weight);
   for (int64_t i = 0; i < chunks; ++i) {
     int64_t begin = i * rows;
     int64_t end = std::min(begin + rows, tokens);
@@ -74,6 +79,11 @@ void linear_cross_entropy_backward(Backend& backend, const Tensor& hidden, const
     int64_t begin = i * rows;
     int64_t end = std::min(begin + rows, tokens);
     Tensor hidden_rows = hidden.rows(begin, end);
+    // The weight is read by the recomputed logits and by d_hidden's gemm,
+    // widened once for both where gemms widen. Shared per chunk, not across
+    // the loop, so that its copy is gone before d_weight's gemm (whose own
+    // copy of d_weight is as large) instead of adding to it.
+    std::optional<SharedGemmOperand> shared_weight(backend.share_gemm_operand(weight));
     // Taking the kept chunk out of `saved` makes this loop its last owner, so
     // it is freed at the end of the iteration, not at the end of backward.
     Tensor logits = options.save_softmax
@@ -86,7 +96,10 @@ void linear_cross_entropy_backward(Backend& backend, const Tensor& hidden, const
     if (logits.dtype() != weight.dtype())
       logits = backend.cast(logits, weight.dtype(), Category::kLogits, chunk_tag(i, "dlogits"));
     Tensor d_hidden_rows = d_hidden.rows(begin, end);
+    // dlogits are read by both gemms: widened once where gemms widen.
+    const SharedGemmOperand shared_dlogits = backend.share_gemm_operand(logits);
     backend.gemm(logits, false, weight, false, d_hidden_rows, 1.0f, 0.0f);
+    shared_weight.reset();
     if (d_weight.defined()) backend.gemm(logits, true, hidden_rows, false, d_weight, 1.0f, 1.0f);
   }
   saved.chunks.clear();

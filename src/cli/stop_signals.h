@@ -8,6 +8,18 @@
 // so they cannot cut the checkpoint short; SIGKILL still ends it at once
 // (and leaves at most a step-N folder without trainer_state.json, which no
 // resume takes).
+//
+// Where they are delivered: to one thread of headroom's own, which waits
+// for them (sigwait), never to a compute thread. install_stop_signals
+// blocks them in the calling thread, hence in every thread started after
+// it (OpenMP's pool, MPI's), and starts that thread. Why: oneDNN 2.6's
+// gemm:jit kernels (its fp32 matmul below AVX-512, so every gemm on an
+// AVX2 host) point the stack pointer into a heap buffer while they run,
+// and a signal handled on such a thread pushes its frame there: "corrupted
+// size vs. prev_size", SIGABRT, a few signals into a storm of them (oneDNN
+// issue #4845, fixed in 3.11; Debian 12 ships 2.6.3). The handler stays
+// installed for a thread that may predate the call; it is then the one
+// that runs it.
 #pragma once
 
 #include "train/stop_request.h"

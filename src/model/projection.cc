@@ -27,6 +27,11 @@ void project_forward(Backend& b, const Projection& p, const Tensor& x, Tensor& y
 
 void project_backward(Backend& b, Projection& p, const Tensor& dy, const Tensor& x, Tensor& dx,
                       float beta, AdapterSaved& saved) {
+  // dy is read by the dX gemm, the adapter's two and the dW gemm: widened
+  // once where gemms widen. x is not shared across a block's projections:
+  // its copy would then be held through their dX gemms, whose own copies
+  // make a block's backward peak.
+  const SharedGemmOperand shared_dy = b.share_gemm_operand(dy);
   gemm_with_weight(b, p, dy, false, dx, beta);  // (T, in) (+)= (T, out) @ (out, in)
   if (p.adapter.defined()) adapter_backward(b, p.adapter, dy, dx, saved);
   if (p.d_weight.defined())

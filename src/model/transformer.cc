@@ -309,9 +309,14 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
   s.q = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.q"));
   s.k = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.k"));
   s.v = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.v"));
-  project_forward(b, projection(l, kLoraQ, false), s.h, s.q, s.lora[kLoraQ]);  // (T, HD)
-  project_forward(b, projection(l, kLoraK, false), s.h, s.k, s.lora[kLoraK]);  // (T, KVD)
-  project_forward(b, projection(l, kLoraV, false), s.h, s.v, s.lora[kLoraV]);
+  {
+    // q, k and v read one h: widened once where gemms widen (a copy of h
+    // that lives no longer than these three; Backend::share_gemm_operand).
+    const SharedGemmOperand shared_h = b.share_gemm_operand(s.h);
+    project_forward(b, projection(l, kLoraQ, false), s.h, s.q, s.lora[kLoraQ]);  // (T, HD)
+    project_forward(b, projection(l, kLoraK, false), s.h, s.k, s.lora[kLoraK]);  // (T, KVD)
+    project_forward(b, projection(l, kLoraV, false), s.h, s.v, s.lora[kLoraV]);
+  }
   if (config_.qk_norm) {
     // Per-head RMSNorm over D: (T, H*D) viewed as (T*H, D).
     s.q_pre = s.q;
@@ -351,8 +356,11 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
   b.rmsnorm_forward(s.x2, block_param(l, kMlpNorm), eps, s.h2, s.rstd2);
   s.gate = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.gate"));
   s.up = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.up"));
-  project_forward(b, projection(l, kLoraGate, false), s.h2, s.gate, s.lora[kLoraGate]);  // (T, F)
-  project_forward(b, projection(l, kLoraUp, false), s.h2, s.up, s.lora[kLoraUp]);
+  {
+    const SharedGemmOperand shared_h2 = b.share_gemm_operand(s.h2);  // as h above
+    project_forward(b, projection(l, kLoraGate, false), s.h2, s.gate, s.lora[kLoraGate]);  // (T, F)
+    project_forward(b, projection(l, kLoraUp, false), s.h2, s.up, s.lora[kLoraUp]);
+  }
   s.act = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.act"));
   b.swiglu_forward(s.gate, s.up, s.act);
 

@@ -10,8 +10,11 @@
 // oneDNN's gemm:jit (fp32 without AVX-512) C wider than kGemmJitColumns is
 // computed in column blocks, one call each (gemm_plan.h says why).
 // Allocates (category workspace, freed before returning; see gemm_plan.h):
-//   gemm.a_fp32, gemm.b_fp32 [, gemm.c_fp32]  only on the kWidened route
+//   gemm.a_fp32, gemm.b_fp32 [, gemm.c_fp32]  only on the kWidened route (one
+//                                             copy when A and B are one tensor)
 //   gemm.scratchpad                           only when oneDNN asks for one
+// and, for an operand shared by Backend::share_gemm_operand, gemm.shared_fp32
+// in place of its gemm.a_fp32 or gemm.b_fp32, held until the share ends.
 #include <type_traits>
 #include <unordered_map>
 
@@ -68,8 +71,10 @@ void CpuKernels::gemm(const Tensor& a, bool /*transpose_a*/, const Tensor& b, bo
   void* b_data = b.raw();
   void* c_data = c.raw();
   if (plan.route == GemmRoute::kWidened) {
-    widen_into(a, scratch.a_fp32);
-    widen_into(b, scratch.b_fp32);
+    // A copy that is ready holds its operand already (a shared operand
+    // widened by an earlier gemm, or B = A widened just before).
+    if (!scratch.a_fp32_ready) widen_into(a, scratch.a_fp32);
+    if (!scratch.b_fp32_ready) widen_into(b, scratch.b_fp32);
     a_data = scratch.a_fp32.raw();
     b_data = scratch.b_fp32.raw();
     if (scratch.c_fp32.defined()) {

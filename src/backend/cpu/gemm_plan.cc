@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <iterator>
 #include <string_view>
 
 #include "backend/backend.h"
@@ -157,18 +158,63 @@ const dnnl::matmul& GemmPlans::primitive(GemmPlan& plan) {
   return plan.primitive;
 }
 
+namespace {
+
+bool same_operand(const Tensor& x, const Tensor& y) {
+  return x.raw() == y.raw() && x.dtype() == y.dtype() && x.shape() == y.shape();
+}
+
+}  // namespace
+
+void SharedGemmOperands::share(const Tensor& operand) {
+  shared_.push_back({operand, Tensor()});
+}
+
+void SharedGemmOperands::unshare(const Tensor& operand) {
+  for (auto it = shared_.rbegin(); it != shared_.rend(); ++it) {
+    if (same_operand(it->operand, operand)) {
+      shared_.erase(std::next(it).base());
+      return;
+    }
+  }
+  throw InternalError("gemm: unshare of an operand that is not shared: " + operand.describe());
+}
+
+Tensor SharedGemmOperands::fp32_copy(const Backend& backend, const Tensor& x, std::string_view tag,
+                                     bool& ready) {
+  // The innermost share of x decides: an outer one of the same tensor has
+  // the same values, and is dropped later.
+  Shared* share = nullptr;
+  for (auto it = shared_.rbegin(); it != shared_.rend() && share == nullptr; ++it)
+    if (same_operand(it->operand, x)) share = &*it;
+  ready = share != nullptr && share->fp32.defined();
+  if (ready) return share->fp32;
+  Tensor copy = backend.empty(x.shape(), DType::kF32, Category::kWorkspace,
+                              share != nullptr ? "gemm.shared_fp32" : tag);
+  if (share != nullptr) share->fp32 = copy;
+  return copy;
+}
+
 GemmScratch HostCpuGemmWorkspace::allocate(const Backend& backend, const GemmKey& key,
                                            const Tensor& a, const Tensor& b, const Tensor& c) {
-  return allocate_gemm_scratch(backend, plans_.get(key), a, b, c);
+  return allocate_gemm_scratch(backend, plans_.get(key), a, b, c, &shared_);
 }
 
 GemmScratch allocate_gemm_scratch(const Backend& backend, GemmPlan& plan, const Tensor& a,
-                                  const Tensor& b, const Tensor& c) {
+                                  const Tensor& b, const Tensor& c, SharedGemmOperands* shared) {
   GemmScratch scratch;
   scratch.cpu_plan = &plan;
   if (plan.route == GemmRoute::kWidened) {
-    scratch.a_fp32 = backend.empty(a.shape(), DType::kF32, Category::kWorkspace, "gemm.a_fp32");
-    scratch.b_fp32 = backend.empty(b.shape(), DType::kF32, Category::kWorkspace, "gemm.b_fp32");
+    SharedGemmOperands none;
+    SharedGemmOperands& operands = shared != nullptr ? *shared : none;
+    scratch.a_fp32 = operands.fp32_copy(backend, a, "gemm.a_fp32", scratch.a_fp32_ready);
+    if (same_operand(a, b)) {
+      // One copy for both: the kernel widens A's and B reads it.
+      scratch.b_fp32 = scratch.a_fp32;
+      scratch.b_fp32_ready = true;
+    } else {
+      scratch.b_fp32 = operands.fp32_copy(backend, b, "gemm.b_fp32", scratch.b_fp32_ready);
+    }
     if (c.dtype() != DType::kF32)
       scratch.c_fp32 = backend.empty(c.shape(), DType::kF32, Category::kWorkspace, "gemm.c_fp32");
   }

@@ -15,6 +15,8 @@
 #include <list>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string_view>
+#include <vector>
 
 #include "backend/common/gemm_key.h"
 #include "backend/gemm_workspace.h"
@@ -144,6 +146,41 @@ class GemmPlans {
   std::list<GemmKey> used_;    // keys of all plans, most recently used first
 };
 
+// The fp32 copies of shared gemm operands (Backend::share_gemm_operand) on
+// the kWidened route: a shared operand's copy is allocated (tag
+// gemm.shared_fp32) and widened by the first kWidened gemm that reads it
+// and held, for every later one to read as it is, until unshared.
+//
+// Why: on a CPU without a native bf16 matmul every bf16 gemm widens both
+// operands, and a training step reads many operands twice or more: a
+// projection's dy in its dX and its dW gemm, a norm's output in the q, k
+// and v (or gate and up) projections, the loss head's weight in every chunk.
+// Widening was 7.5% of the tiny preset's bf16 step on the `avx2` build
+// (bench/RESULTS.md); sharing takes about a fifth of it away. The copy is
+// held no longer than the gemms that read it need: callers share where an
+// operand's gemms follow one another with little between them.
+class SharedGemmOperands {
+ public:
+  void share(const Tensor& operand);
+  // Drops the innermost share of `operand` (and its copy, once no scratch
+  // holds it any more).
+  void unshare(const Tensor& operand);
+  // x's fp32 copy for one kWidened call: a shared one (ready: it already
+  // holds x's values, widened by an earlier call), or a new one tagged
+  // `tag` (not ready: the call widens it), recorded as the share's copy
+  // when x is shared. An operand read twice by one call (A = B) gets the
+  // same copy both times, ready the second time.
+  Tensor fp32_copy(const Backend& backend, const Tensor& x, std::string_view tag, bool& ready);
+  size_t size() const { return shared_.size(); }
+
+ private:
+  struct Shared {
+    Tensor operand;
+    Tensor fp32;  // undefined until a kWidened gemm reads the operand
+  };
+  std::vector<Shared> shared_;
+};
+
 // The host-cpu rule: per call, the widened copies (kWidened) and oneDNN's
 // scratchpad, in GemmScratch's declaration order. The cpu kernel table
 // executes the plans of the same object (plans()).
@@ -151,14 +188,19 @@ class HostCpuGemmWorkspace final : public GemmWorkspace {
  public:
   GemmScratch allocate(const Backend& backend, const GemmKey& key, const Tensor& a, const Tensor& b,
                        const Tensor& c) override;
+  void share(const Tensor& operand) override { shared_.share(operand); }
+  void unshare(const Tensor& operand) override { shared_.unshare(operand); }
   GemmPlans& plans() { return plans_; }
 
  private:
   GemmPlans plans_;
+  SharedGemmOperands shared_;
 };
 
-// What HostCpuGemmWorkspace allocates for one call of `plan`.
+// What HostCpuGemmWorkspace allocates for one call of `plan`; `shared`
+// (optional) supplies the copies of shared operands.
 GemmScratch allocate_gemm_scratch(const Backend& backend, GemmPlan& plan, const Tensor& a,
-                                  const Tensor& b, const Tensor& c);
+                                  const Tensor& b, const Tensor& c,
+                                  SharedGemmOperands* shared = nullptr);
 
 }  // namespace headroom
