@@ -168,8 +168,7 @@ class SharedGemmOperands {
   // x's fp32 copy for one kWidened call: a shared one (ready: it already
   // holds x's values, widened by an earlier call), or a new one tagged
   // `tag` (not ready: the call widens it), recorded as the share's copy
-  // when x is shared. An operand read twice by one call (A = B) gets the
-  // same copy both times, ready the second time.
+  // when x is shared.
   Tensor fp32_copy(const Backend& backend, const Tensor& x, std::string_view tag, bool& ready);
   size_t size() const { return shared_.size(); }
 
@@ -198,7 +197,8 @@ class HostCpuGemmWorkspace final : public GemmWorkspace {
 };
 
 // What HostCpuGemmWorkspace allocates for one call of `plan`; `shared`
-// (optional) supplies the copies of shared operands.
+// (optional) supplies the copies of shared operands. A and B that are one
+// tensor get one copy (b_fp32 is a_fp32, ready once the kernel widened A).
 GemmScratch allocate_gemm_scratch(const Backend& backend, GemmPlan& plan, const Tensor& a,
                                   const Tensor& b, const Tensor& c,
                                   SharedGemmOperands* shared = nullptr);
