@@ -7,6 +7,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
+  ccache  # CMakeLists.txt: a clean checkout's builds reuse what any checkout here compiled
   libopenmpi-dev openmpi-bin
   libhdf5-dev hdf5-tools
   libtomlplusplus-dev

@@ -429,6 +429,32 @@ TEST(CpuGemm, ASharedOperandIsWidenedOnceAndFreedWithItsGuard) {
   EXPECT_EQ(shared_free, last_workspace_free);
 }
 
+// A shared operand is read-only while shared: its widened copy would go stale
+// on an AVX2 host. Checked on every backend with the host-cpu rule and every
+// route, so a caller that breaks it fails here too.
+TEST(CpuGemm, WritingASharedOperandIsAnInternalError) {
+  for (BackendKind kind : {BackendKind::kCpu, BackendKind::kMeta}) {
+    BackendUnderTest under_test(kind);
+    Backend& backend = *under_test.backend;
+    SharedOperandInputs in(backend);
+    Tensor y = backend.empty({40, 17}, DType::kBF16, Category::kActivation, "y");
+    {
+      const SharedGemmOperand shared = backend.share_gemm_operand(y);
+      EXPECT_THROW(backend.gemm(in.x, false, in.w, true, y, 1.0f, 0.0f), InternalError);
+      // Part of the shared bytes, seen as another tensor, is the same memory.
+      Tensor x_rows = in.x.rows(0, 8);
+      Tensor y_rows = y.rows(32, 40);
+      EXPECT_THROW(backend.gemm(x_rows, false, in.w, true, y_rows, 1.0f, 0.0f), InternalError);
+    }
+    backend.gemm(in.x, false, in.w, true, y, 1.0f, 0.0f);  // unshared: written as before
+    // The bytes just past a shared operand are not part of it.
+    Tensor both = backend.empty({80, 17}, DType::kBF16, Category::kActivation, "both");
+    Tensor first = both.rows(0, 40), second = both.rows(40, 80);
+    const SharedGemmOperand shared = backend.share_gemm_operand(first);
+    backend.gemm(in.x, false, in.w, true, second, 1.0f, 0.0f);
+  }
+}
+
 TEST(SharedGemmOperands, SharesNestAndAnUnknownUnshareIsAnInternalError) {
   BackendUnderTest meta(BackendKind::kMeta);
   Tensor x = meta.backend->empty({4, 4}, DType::kBF16, Category::kActivation, "x");

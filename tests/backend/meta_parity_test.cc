@@ -218,7 +218,8 @@ TEST(GemmWorkspace, ScratchpadIsAWorkspaceTensorHeldForTheCall) {
     plan.route = GemmRoute::kNative;
     plan.scratchpad_bytes = 4099;
     {
-      GemmScratch scratch = allocate_gemm_scratch(*under_test.backend, plan, a, a, a);
+      SharedGemmOperands none;
+      GemmScratch scratch = allocate_gemm_scratch(*under_test.backend, plan, a, a, a, none);
       EXPECT_EQ(scratch.scratchpad.nbytes(), 4099u);
       EXPECT_EQ(under_test.allocator.live(Category::kWorkspace), Allocator::round_size(4099));
     }

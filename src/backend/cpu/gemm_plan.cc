@@ -195,25 +195,39 @@ Tensor SharedGemmOperands::fp32_copy(const Backend& backend, const Tensor& x, st
   return copy;
 }
 
+bool SharedGemmOperands::overlaps_a_shared_operand(const Tensor& x) const {
+  const auto* begin = static_cast<const char*>(x.raw());
+  for (const Shared& share : shared_) {
+    const auto* shared_begin = static_cast<const char*>(share.operand.raw());
+    if (begin < shared_begin + share.operand.nbytes() && shared_begin < begin + x.nbytes())
+      return true;
+  }
+  return false;
+}
+
 GemmScratch HostCpuGemmWorkspace::allocate(const Backend& backend, const GemmKey& key,
                                            const Tensor& a, const Tensor& b, const Tensor& c) {
-  return allocate_gemm_scratch(backend, plans_.get(key), a, b, c, &shared_);
+  return allocate_gemm_scratch(backend, plans_.get(key), a, b, c, shared_);
 }
 
 GemmScratch allocate_gemm_scratch(const Backend& backend, GemmPlan& plan, const Tensor& a,
-                                  const Tensor& b, const Tensor& c, SharedGemmOperands* shared) {
+                                  const Tensor& b, const Tensor& c, SharedGemmOperands& shared) {
+  // Checked on every route, though only kWidened keeps copies: a caller
+  // breaking the contract would otherwise be found only on an AVX2 host.
+  HR_CHECK(!shared.overlaps_a_shared_operand(c),
+           "gemm: C (" + c.describe() +
+               ") overlaps an operand shared by Backend::share_gemm_operand, which must not "
+               "be written until its guard ends");
   GemmScratch scratch;
   scratch.cpu_plan = &plan;
   if (plan.route == GemmRoute::kWidened) {
-    SharedGemmOperands none;
-    SharedGemmOperands& operands = shared != nullptr ? *shared : none;
-    scratch.a_fp32 = operands.fp32_copy(backend, a, "gemm.a_fp32", scratch.a_fp32_ready);
+    scratch.a_fp32 = shared.fp32_copy(backend, a, "gemm.a_fp32", scratch.a_fp32_ready);
     if (same_operand(a, b)) {
       // One copy for both: the kernel widens A's and B reads it.
       scratch.b_fp32 = scratch.a_fp32;
       scratch.b_fp32_ready = true;
     } else {
-      scratch.b_fp32 = operands.fp32_copy(backend, b, "gemm.b_fp32", scratch.b_fp32_ready);
+      scratch.b_fp32 = shared.fp32_copy(backend, b, "gemm.b_fp32", scratch.b_fp32_ready);
     }
     if (c.dtype() != DType::kF32)
       scratch.c_fp32 = backend.empty(c.shape(), DType::kF32, Category::kWorkspace, "gemm.c_fp32");

@@ -170,6 +170,10 @@ class SharedGemmOperands {
   // `tag` (not ready: the call widens it), recorded as the share's copy
   // when x is shared.
   Tensor fp32_copy(const Backend& backend, const Tensor& x, std::string_view tag, bool& ready);
+  // Whether x's bytes overlap a shared operand's: a gemm writing such an x
+  // would leave that operand's copy stale (a shared operand is read-only
+  // until unshared).
+  bool overlaps_a_shared_operand(const Tensor& x) const;
   size_t size() const { return shared_.size(); }
 
  private:
@@ -197,10 +201,10 @@ class HostCpuGemmWorkspace final : public GemmWorkspace {
 };
 
 // What HostCpuGemmWorkspace allocates for one call of `plan`; `shared`
-// (optional) supplies the copies of shared operands. A and B that are one
-// tensor get one copy (b_fp32 is a_fp32, ready once the kernel widened A).
+// supplies the copies of shared operands. A and B that are one tensor get
+// one copy (b_fp32 is a_fp32, ready once the kernel widened A). Throws
+// InternalError, on every route, when C overlaps a shared operand.
 GemmScratch allocate_gemm_scratch(const Backend& backend, GemmPlan& plan, const Tensor& a,
-                                  const Tensor& b, const Tensor& c,
-                                  SharedGemmOperands* shared = nullptr);
+                                  const Tensor& b, const Tensor& c, SharedGemmOperands& shared);
 
 }  // namespace headroom
