@@ -196,10 +196,13 @@ Tensor SharedGemmOperands::fp32_copy(const Backend& backend, const Tensor& x, st
 }
 
 bool SharedGemmOperands::overlaps_a_shared_operand(const Tensor& x) const {
+  // An empty tensor has no bytes to overlap, wherever it points.
+  if (x.nbytes() == 0) return false;
   const auto* begin = static_cast<const char*>(x.raw());
   for (const Shared& share : shared_) {
     const auto* shared_begin = static_cast<const char*>(share.operand.raw());
-    if (begin < shared_begin + share.operand.nbytes() && shared_begin < begin + x.nbytes())
+    if (share.operand.nbytes() > 0 && begin < shared_begin + share.operand.nbytes() &&
+        shared_begin < begin + x.nbytes())
       return true;
   }
   return false;
