@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/cli_harness.h"
+#include "test_util/source_tree.h"
 #include "trace/oom_advice.h"
 
 namespace headroom {
@@ -51,7 +52,7 @@ class SeedAdvice : public testing::ScratchFolder {
  protected:
   // Plans the seed experiment with `args`; expects an OOM with advice.
   Result plan_oom(const std::string& experiment, const std::string& args) {
-    const Result r = run_headroom("plan '" HEADROOM_SOURCE_DIR "/experiments/postmortems/" +
+    const Result r = run_headroom("plan '" + testing::source_dir() + "/experiments/postmortems/" +
                                   experiment + "' " + args);
     EXPECT_EQ(r.code, 3) << r.out << r.err;
     EXPECT_NE(r.err.find("what would fit:"), std::string::npos) << r.err;
@@ -62,8 +63,9 @@ class SeedAdvice : public testing::ScratchFolder {
                             const Result& oom) {
     const std::string sets = cheapest(oom.err);
     ASSERT_FALSE(sets.empty()) << oom.err;
-    const Result again = run_headroom("plan '" HEADROOM_SOURCE_DIR "/experiments/postmortems/" +
-                                      experiment + "' " + args + " " + sets + " --overwrite");
+    const Result again =
+        run_headroom("plan '" + testing::source_dir() + "/experiments/postmortems/" + experiment +
+                     "' " + args + " " + sets + " --overwrite");
     EXPECT_EQ(again.code, 0) << sets << "\n" << again.err;
     EXPECT_NE(again.out.find("  fits "), std::string::npos) << again.out;
   }
@@ -147,7 +149,7 @@ TEST_F(SeedAdvice, Seed004OnTwelveGiBIsToldToQuantizeTheBase) {
 }
 
 TEST_F(SeedAdvice, NoAdviceSkipsTheReplanningButKeepsTheWhy) {
-  const Result r = run_headroom("plan '" HEADROOM_SOURCE_DIR
+  const Result r = run_headroom("plan '" + testing::source_dir() +
                                 "/experiments/postmortems/seed004_lora_24gb.toml' "
                                 "--set checkpoint.activations=none --no-advice");
   EXPECT_EQ(r.code, 3) << r.err;
@@ -169,13 +171,15 @@ namespace {
 
 class FitCli : public testing::ScratchFolder {};
 
-constexpr const char* kSeed004 =
-    "'" HEADROOM_SOURCE_DIR "/experiments/postmortems/seed004_lora_24gb.toml'";
+// The seed's path, quoted for the shell.
+std::string seed004() {
+  return "'" + testing::source_dir() + "/experiments/postmortems/seed004_lora_24gb.toml'";
+}
 
 TEST_F(FitCli, FindsTheLargestTokenBudgetOfSeed004AndOneTokenMoreDoesNotFit) {
   const std::string packed = " --set batch.mode=packed --set batch.micro_batch_size=0";
-  const Result r = run_headroom(std::string("fit ") + kSeed004 + packed +
-                                " --vary batch.max_tokens_per_micro_batch");
+  const Result r =
+      run_headroom("fit " + seed004() + packed + " --vary batch.max_tokens_per_micro_batch");
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string marker = "largest that fits: --set batch.max_tokens_per_micro_batch=";
   const size_t at = r.out.find(marker);
@@ -186,11 +190,11 @@ TEST_F(FitCli, FindsTheLargestTokenBudgetOfSeed004AndOneTokenMoreDoesNotFit) {
   EXPECT_EQ(std::stoll(r.out.substr(paren + 1)), largest + 1) << r.out;
   // The plans agree: the largest fits, one token more runs out of memory.
   const Result fits = run_headroom(
-      std::string("plan ") + kSeed004 + packed +
+      "plan " + seed004() + packed +
       " --no-advice --set batch.max_tokens_per_micro_batch=" + std::to_string(largest));
   EXPECT_EQ(fits.code, 0) << fits.err;
   const Result over =
-      run_headroom(std::string("plan ") + kSeed004 + packed +
+      run_headroom("plan " + seed004() + packed +
                    " --no-advice --overwrite --set batch.max_tokens_per_micro_batch=" +
                    std::to_string(largest + 1));
   EXPECT_EQ(over.code, 3) << over.err;
@@ -200,7 +204,7 @@ TEST_F(FitCli, FindsTheLargestTokenBudgetOfSeed004AndOneTokenMoreDoesNotFit) {
 }
 
 TEST_F(FitCli, SearchPrintsAParetoFrontOfFittingCombinations) {
-  const Result r = run_headroom(std::string("fit ") + kSeed004 + " --search");
+  const Result r = run_headroom("fit " + seed004() + " --search");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("combinations fit"), std::string::npos) << r.out;
   const size_t front = r.out.find("the Pareto front");
@@ -210,16 +214,15 @@ TEST_F(FitCli, SearchPrintsAParetoFrontOfFittingCombinations) {
 }
 
 TEST_F(FitCli, RefusesAnUnknownKeyAndANothingToFitAgainst) {
-  Result r = run_headroom(std::string("fit ") + kSeed004 + " --vary model.dtype");
+  Result r = run_headroom("fit " + seed004() + " --vary model.dtype");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--vary model.dtype: expected one of batch.max_tokens_per_micro_batch"),
             std::string::npos)
       << r.err;
-  r = run_headroom(std::string("fit ") + kSeed004 +
-                   " --set memory.device_capacity=0 --vary lora.rank");
+  r = run_headroom("fit " + seed004() + " --set memory.device_capacity=0 --vary lora.rank");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("nothing to fit against"), std::string::npos) << r.err;
-  r = run_headroom(std::string("fit ") + kSeed004 + " --capacity 24XB --vary lora.rank");
+  r = run_headroom("fit " + seed004() + " --capacity 24XB --vary lora.rank");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--capacity 24XB: expected a byte count"), std::string::npos) << r.err;
 }

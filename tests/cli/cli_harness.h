@@ -14,6 +14,8 @@
 #include <sstream>
 #include <string>
 
+#include "test_util/source_tree.h"
+
 namespace headroom::testing {
 
 struct Result {
@@ -54,9 +56,8 @@ class ScratchFolder : public ::testing::Test {
   // goes before the binary (environment settings, a launcher such as
   // mpirun), `args` may end in redirections of standard input.
   Result run_headroom(const std::string& args, const std::string& prefix = "") {
-    const std::string command = "cd '" + dir_.string() + "' && " + prefix +
-                                "'" HEADROOM_BINARY_DIR "/headroom' " + args +
-                                " > out.txt 2> err.txt";
+    const std::string command = "cd '" + dir_.string() + "' && " + prefix + "'" +
+                                headroom_binary() + "' " + args + " > out.txt 2> err.txt";
     const auto t0 = std::chrono::steady_clock::now();
     const int status = std::system(command.c_str());
     Result r;

@@ -15,6 +15,7 @@
 
 #include "cli_harness.h"
 #include "data/token_dataset.h"
+#include "test_util/source_tree.h"
 #include "test_util/temporaries.h"
 
 namespace fs = std::filesystem;
@@ -383,11 +384,11 @@ TEST_F(DataConvert, AnExistingOutputIsReplacedOnlyWithOverwriteAndOnlyOnSuccess)
 // Text through Qwen3's tokenizer.json gives HuggingFace's ids, as recorded
 // in tests/tokenizer/reference.json by HF's own tokenizer.
 TEST_F(DataConvert, TextThroughTheTokenizerGivesHuggingFacesIds) {
-  const std::string tokenizer = HEADROOM_QWEN3_TOKENIZER;
+  const std::string tokenizer = testing::qwen3_tokenizer();
   ASSERT_TRUE(fs::exists(tokenizer))
       << tokenizer << " is missing: run scripts/fetch-test-assets.sh";
   const nlohmann::json reference = nlohmann::json::parse(
-      slurp(fs::path(HEADROOM_SOURCE_DIR) / "tests/tokenizer/reference.json"));
+      slurp(fs::path(testing::source_dir()) / "tests/tokenizer/reference.json"));
   std::vector<std::vector<int32_t>> expected;
   {
     std::ofstream out(dir_ / "text.jsonl");

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cli_harness.h"
+#include "test_util/source_tree.h"
 #include "trace/reader.h"
 
 namespace fs = std::filesystem;
@@ -49,7 +50,7 @@ class PreemptMpi : public testing::ScratchFolder {
                                       "ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1",
                                       "-np",
                                       "2",
-                                      HEADROOM_BINARY_DIR "/headroom"};
+                                      testing::headroom_binary()};
     std::istringstream in(args);
     for (std::string word; in >> word;)
       words.push_back(word);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cli_harness.h"
+#include "test_util/source_tree.h"
 #include "trace/reader.h"
 
 namespace fs = std::filesystem;
@@ -70,7 +71,7 @@ class Preempt : public testing::ScratchFolder {
       ::dup2(err, 2);
       ::setenv("OMP_NUM_THREADS", "1", 1);
       std::vector<char*> argv;
-      std::string binary = HEADROOM_BINARY_DIR "/headroom";
+      std::string binary = testing::headroom_binary();
       argv.push_back(binary.data());
       std::vector<std::string> copy = words;
       for (std::string& word : copy)

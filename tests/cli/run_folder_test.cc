@@ -18,6 +18,7 @@
 #include "cli_harness.h"
 #include "data/token_dataset_writer.h"
 #include "test_util/small_disk.h"
+#include "test_util/source_tree.h"
 #include "trace/reader.h"
 
 namespace fs = std::filesystem;
@@ -182,9 +183,9 @@ TEST_F(RunFolderTest, OverwriteReplacesTheWholeEarlierRun) {
 TEST_F(RunFolderTest, ASecondRunOfTheSameNameIsRefusedWhileTheFirstLives) {
   // A first run long enough to be alive while the second starts; it is
   // killed afterwards, which must not block the next run.
-  const std::string first =
-      "cd '" + dir_.string() + "' && exec '" HEADROOM_BINARY_DIR "/headroom' train" +
-      std::string(kSmall) + " --set run.steps=100000 > first.out 2> first.err";
+  const std::string first = "cd '" + dir_.string() + "' && exec '" + testing::headroom_binary() +
+                            "' train" + std::string(kSmall) +
+                            " --set run.steps=100000 > first.out 2> first.err";
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {

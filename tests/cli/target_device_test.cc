@@ -13,6 +13,7 @@
 #include "cli_harness.h"
 #include "memory/allocator.h"
 #include "memory/device_preset.h"
+#include "test_util/source_tree.h"
 #include "trace/reader.h"
 
 namespace fs = std::filesystem;
@@ -56,7 +57,7 @@ class TargetDevicePlans : public testing::ScratchFolder {
     const std::string name = fs::path(experiment).stem().string() + "-" + backend +
                              (isa.empty() ? "-native" : "-" + isa);
     const Result r =
-        run_headroom("plan '" HEADROOM_SOURCE_DIR "/experiments/postmortems/" + experiment +
+        run_headroom("plan '" + testing::source_dir() + "/experiments/postmortems/" + experiment +
                          "' --set run.backend=\\\"" + backend + "\\\" --set run.name=\\\"" + name +
                          "\\\" --set run.steps=1 --set memory.device_capacity=0 --set "
                          "memory.device=\\\"\\\"",
@@ -107,7 +108,7 @@ TEST_F(TargetDevicePlans, ADevicePresetSetsTheCapacityAndTheWorkspace) {
         std::pair<std::string, uint64_t>{"h100-80gb", uint64_t{32} << 20}}) {
     SCOPED_TRACE(device);
     const Result r = run_headroom(
-        "plan '" HEADROOM_SOURCE_DIR
+        "plan '" + testing::source_dir() +
         "/experiments/postmortems/seed004_lora_24gb.toml' --set run.backend=\\\"cuda\\\" "
         "--set run.steps=1 --set memory.device_capacity=0 --set memory.device=\\\"" +
         device + "\\\" --set run.name=\\\"" + device + "\\\"");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "test_util/source_tree.h"
 #include "util/bytes.h"
 #include "util/error.h"
 
@@ -210,7 +211,7 @@ TEST(ConfigLoad, ActivationCheckpointingSpellings) {
 }
 
 TEST(ConfigLoad, FileOnDisk) {
-  const std::string path = std::string(HEADROOM_BINARY_DIR) + "/config_test_file.toml";
+  const std::string path = testing::binary_dir() + "/config_test_file.toml";
   {
     std::ofstream file(path);
     file << "[run]\nsteps = 12\n[zero]\nstage = 7\n";
@@ -237,7 +238,7 @@ TEST(ConfigLoad, EveryExperimentInTheRepositoryLoads) {
   // that breaks one must fail here, not in a Slurm job.
   int loaded = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(
-           std::filesystem::path(HEADROOM_SOURCE_DIR) / "experiments")) {
+           std::filesystem::path(testing::source_dir()) / "experiments")) {
     if (entry.path().extension() != ".toml") continue;
     EXPECT_NO_THROW(load_config_file(entry.path().string())) << entry.path();
     ++loaded;
@@ -258,12 +259,11 @@ TEST(ConfigLoad, MissingFile) {
 
 TEST(ConfigLoad, DirectoryIsNotAFile) {
   try {
-    load_config_file(HEADROOM_SOURCE_DIR);
+    load_config_file(testing::source_dir());
     ADD_FAILURE() << "a directory loaded";
   } catch (const UsageError& error) {
-    EXPECT_EQ(
-        std::string(error.what()),
-        std::string(HEADROOM_SOURCE_DIR) + ": config file is a directory: expected a regular file");
+    EXPECT_EQ(std::string(error.what()),
+              testing::source_dir() + ": config file is a directory: expected a regular file");
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "config/schema.h"
+#include "test_util/source_tree.h"
 #include "util/bytes.h"
 #include "util/error.h"
 
@@ -377,7 +378,7 @@ TEST(ConfigReference, TableRowsHaveFourCells) {
 }
 
 TEST(ConfigReference, DocsEmbedTheGeneratedReferenceVerbatim) {
-  const std::string docs = read_file(std::string(HEADROOM_SOURCE_DIR) + "/docs/config.md");
+  const std::string docs = read_file(testing::source_dir() + "/docs/config.md");
   ASSERT_FALSE(docs.empty()) << "docs/config.md is missing";
   const std::string begin = "<!-- BEGIN config_reference_markdown() -->\n";
   const std::string end = "<!-- END config_reference_markdown() -->";
@@ -389,7 +390,7 @@ TEST(ConfigReference, DocsEmbedTheGeneratedReferenceVerbatim) {
   const std::string generated = config_reference_markdown();
   if (embedded != generated) {
     // Leave the fresh reference where it can be pasted in from.
-    const std::string fresh = std::string(HEADROOM_BINARY_DIR) + "/config_reference.md";
+    const std::string fresh = testing::binary_dir() + "/config_reference.md";
     std::ofstream(fresh) << generated;
     ADD_FAILURE() << "docs/config.md is out of date with the schema: paste " << fresh
                   << " between its markers";

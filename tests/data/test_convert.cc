@@ -11,6 +11,7 @@
 #include "data/convert.h"
 #include "data/token_dataset.h"
 #include "data_test_util.h"
+#include "test_util/source_tree.h"
 
 namespace headroom {
 namespace {
@@ -19,7 +20,7 @@ using testing::expect_contains;
 using testing::TempDir;
 using testing::usage_error;
 
-const std::string kTinyTokenizer = HEADROOM_SOURCE_DIR "/tests/tokenizer/tiny_gpt2.json";
+const std::string kTinyTokenizer = testing::source_dir() + "/tests/tokenizer/tiny_gpt2.json";
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;

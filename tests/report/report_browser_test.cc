@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli/cli_harness.h"
+#include "test_util/source_tree.h"
 #include "util/bytes.h"
 
 namespace headroom {
@@ -216,7 +217,7 @@ TEST_F(ReportBrowser, QuickstartRun) {
 }
 
 TEST_F(ReportBrowser, OomPlan) {
-  Result r = run_headroom("plan '" HEADROOM_SOURCE_DIR
+  Result r = run_headroom("plan '" + testing::source_dir() +
                           "/experiments/postmortems/seed004_lora_24gb.toml' --set "
                           "checkpoint.activations=none --set loss.chunk_size=0");
   ASSERT_EQ(r.code, 3) << r.err;

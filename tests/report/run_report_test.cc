@@ -17,6 +17,7 @@
 
 #include "report/run_report.h"
 #include "report/summary.h"
+#include "test_util/source_tree.h"
 #include "trace/oom_advice.h"
 #include "trace/reader.h"
 #include "trace/writer.h"
@@ -442,11 +443,10 @@ TEST(RunReport, DataToolsPython) {
   }
   TempDir dir;
   const std::string path = write_trace(dir.file("trace.rank0.h5"), known_stream().events, 2);
-  const testing::CommandResult r = testing::run_command(
-      std::string(testing::kPython) +
-      " '" HEADROOM_SOURCE_DIR "/tests/report/data_tools_check.py' '" HEADROOM_SOURCE_DIR
-      "/data_tools' '" +
-      path + "'");
+  const testing::CommandResult r =
+      testing::run_command(std::string(testing::kPython) + " '" + testing::source_dir() +
+                           "/tests/report/data_tools_check.py' '" + testing::source_dir() +
+                           "/data_tools' '" + path + "'");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("ok"), std::string::npos) << r.output;
 }

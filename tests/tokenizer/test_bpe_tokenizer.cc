@@ -8,8 +8,9 @@
 //
 // The Qwen3 tokenizer.json (11 MB) is not in the repository:
 // scripts/fetch-test-assets.sh (run by scripts/test.sh) puts it at
-// HEADROOM_QWEN3_TOKENIZER; the environment variable of that name overrides
-// the path. Without it the Qwen3 tests fail, saying so.
+// testing::qwen3_tokenizer(); the environment variable
+// HEADROOM_QWEN3_TOKENIZER overrides the path. Without it the Qwen3 tests
+// fail, saying so.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -26,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "test_util/source_tree.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "util/error.h"
@@ -36,7 +38,7 @@ using nlohmann::json;
 namespace headroom {
 namespace {
 
-const std::string kFixtures = HEADROOM_SOURCE_DIR "/tests/tokenizer/";
+const std::string kFixtures = testing::source_dir() + "/tests/tokenizer/";
 
 std::string slurp(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -54,11 +56,6 @@ json read_json(const std::string& path) {
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << path;
   return json::parse(in);
-}
-
-std::string qwen3_path() {
-  const char* env = std::getenv("HEADROOM_QWEN3_TOKENIZER");
-  return env && *env ? env : HEADROOM_QWEN3_TOKENIZER;
 }
 
 // A fresh folder under the system temp dir, removed with everything in it.
@@ -130,7 +127,7 @@ void expect_matches(const BpeTokenizer& tokenizer, const json& cases, const std:
 class Qwen3 : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string path = qwen3_path();
+    const std::string path = testing::qwen3_tokenizer();
     if (!fs::exists(path)) return;
     tokenizer_ = new BpeTokenizer(BpeTokenizer::load(path));
     reference_ = new json(read_json(kFixtures + "reference.json"));
@@ -143,7 +140,7 @@ class Qwen3 : public ::testing::Test {
   }
   void SetUp() override {
     ASSERT_NE(tokenizer_, nullptr)
-        << qwen3_path()
+        << testing::qwen3_tokenizer()
         << " is missing: run scripts/fetch-test-assets.sh (it downloads the Qwen3 tokenizer.json "
            "that these tests compare against HuggingFace's ids)";
   }
@@ -447,7 +444,7 @@ class TokenizeCli : public ::testing::Test {
  protected:
   CliResult run(const std::string& args, const std::string& stdin_file = "") {
     const std::string command =
-        "cd '" + dir_.path().string() + "' && '" HEADROOM_BINARY_DIR "/headroom' data tokenize " +
+        "cd '" + dir_.path().string() + "' && '" + testing::headroom_binary() + "' data tokenize " +
         args + (stdin_file.empty() ? "" : " < '" + stdin_file + "'") + " > out.txt 2> err.txt";
     const int status = std::system(command.c_str());
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir_ / "out.txt"),
@@ -457,14 +454,14 @@ class TokenizeCli : public ::testing::Test {
 };
 
 TEST_F(TokenizeCli, EncodesSampleTxtLikeHuggingFace) {
-  if (!fs::exists(qwen3_path()))
-    FAIL() << qwen3_path() << " is missing: run scripts/fetch-test-assets.sh";
+  if (!fs::exists(testing::qwen3_tokenizer()))
+    FAIL() << testing::qwen3_tokenizer() << " is missing: run scripts/fetch-test-assets.sh";
   const json reference = read_json(kFixtures + "reference.json");
   json expected, decoded;
   for (const json& c : reference["samples"])
     if (c["name"] == "sample_txt") expected = c["ids"], decoded = c.value("decoded", c["text"]);
-  CliResult r =
-      run("--tokenizer '" + qwen3_path() + "' '" + kFixtures + "sample.txt' --json --stats");
+  CliResult r = run("--tokenizer '" + testing::qwen3_tokenizer() + "' '" + kFixtures +
+                    "sample.txt' --json --stats");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out), expected);
   EXPECT_CONTAINS(r.err, "tokens/s");
@@ -472,8 +469,8 @@ TEST_F(TokenizeCli, EncodesSampleTxtLikeHuggingFace) {
   // The ids back to text, through standard input (each run loads the 11 MB
   // file: two runs only).
   write(dir_ / "ids.json", r.out);
-  CliResult text =
-      run("--tokenizer '" + qwen3_path() + "' --decode -", (dir_ / "ids.json").string());
+  CliResult text = run("--tokenizer '" + testing::qwen3_tokenizer() + "' --decode -",
+                       (dir_ / "ids.json").string());
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_EQ(text.out, decoded.get<std::string>());
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util/source_tree.h"
 #include "trace/reader.h"
 #include "trace/writer.h"
 #include "trace_test_util.h"
@@ -51,7 +52,7 @@ testing::CommandResult run_with_headroom_trace_py(const std::string& code,
   return run_command(std::string(kPython) +
                      " -c 'import sys; sys.path.insert(0, sys.argv[1]); import headroom_trace "
                      "as ht; path = sys.argv[2]; " +
-                     code + "' '" HEADROOM_SOURCE_DIR "/data_tools' '" + path + "'");
+                     code + "' '" + testing::source_dir() + "/data_tools' '" + path + "'");
 }
 
 // A forked child running `child(path, write_end)`, which never returns.

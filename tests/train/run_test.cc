@@ -14,6 +14,7 @@
 
 #include "comm/communicator.h"
 #include "config/config.h"
+#include "test_util/source_tree.h"
 #include "test_util/temp_dir.h"
 #include "trace/reader.h"
 #include "util/error.h"
@@ -90,7 +91,7 @@ class RunTest : public ::testing::Test {
         "run.steps=4",
     };
     all.insert(all.end(), overrides.begin(), overrides.end());
-    return load_config_file(HEADROOM_SOURCE_DIR "/experiments/quickstart.toml", all);
+    return load_config_file(testing::source_dir() + "/experiments/quickstart.toml", all);
   }
 
   RunResult execute(const std::vector<std::string>& overrides, RunMode mode, Recorder& recorder,
