@@ -112,6 +112,7 @@ int data_batches(const std::vector<std::string>& args) {
       j["packing"] = name_of(config.batch.packing);
       j["packing_window"] = options.packing_window;
       j["max_tokens_per_micro_batch"] = budget;
+      j["pad_to_multiple_of"] = options.pad_to_multiple_of;
     } else {
       j["micro_batch_size"] = options.micro_batch_size;
       j["seq_len"] = options.seq_len;
@@ -133,7 +134,11 @@ int data_batches(const std::vector<std::string>& args) {
             ? std::string(name_of(config.batch.packing)) + " bins of " + std::to_string(budget) +
                   " tokens (window " +
                   (options.packing_window ? std::to_string(options.packing_window) + " documents)"
-                                          : std::string("the epoch)"))
+                                          : std::string("the epoch)")) +
+                  (options.pad_to_multiple_of
+                       ? ", padded to a multiple of " + std::to_string(options.pad_to_multiple_of) +
+                             " tokens"
+                       : std::string())
         : bucketed
             ? std::to_string(buckets.size()) + " length buckets (" + join_boundaries(buckets) +
                   " tokens) under " + std::to_string(budget) +

@@ -136,6 +136,16 @@ std::vector<ConfigRule> build_rules() {
                   "\"; set batch.mode = \"padded\", or batch.buckets = []";
          return std::nullopt;
        }},
+      {"batch.pad_to_multiple_of", "batch.mode",
+       "batch.pad_to_multiple_of requires batch.mode = \"packed\"",
+       [](const ExperimentConfig& c) -> Complaint {
+         // Padded rows take their length from seq_len or the buckets.
+         if (c.batch.pad_to_multiple_of > 0 && c.batch.mode != BatchSection::Mode::kPacked)
+           return "pads packed bins, but batch.mode = \"" + std::string(name_of(c.batch.mode)) +
+                  "\"; padded rows take their length from batch.seq_len or batch.buckets: set "
+                  "batch.pad_to_multiple_of = 0";
+         return std::nullopt;
+       }},
       {"batch.buckets", "batch.seq_len", "batch.buckets requires batch.seq_len = 0",
        [](const ExperimentConfig& c) -> Complaint {
          const bool bucketed = !c.batch.buckets.empty() || c.batch.auto_buckets;

@@ -646,6 +646,12 @@ std::vector<ConfigKey> build_schema() {
       integer(HR_FIELD(batch.max_tokens_per_micro_batch), 1, kMaxTokens,
               "Packed: token budget of one micro-batch, filled first-fit; a longer sample gets a "
               "micro-batch of its own. Padded with batch.buckets: the budget after padding."),
+      integer(HR_FIELD(batch.pad_to_multiple_of), 0, kMaxTokens,
+              "Packed: each micro-batch is padded up to a multiple of this many tokens (never "
+              "past max_tokens_per_micro_batch), the padding one segment of its own that no "
+              "sample attends to and that has no loss. Micro-batches then repeat a few token "
+              "counts, and the cpu backend's gemm kernels, made (JIT-compiled) once per shape, "
+              "are reused instead of made anew for nearly every bin. 0 = no padding."),
       integer(HR_FIELD(batch.micro_batch_size), 0, kNoMax,
               "Samples per micro-batch. Padded: required, >= 1, unless batch.buckets is set, "
               "where it caps the rows (0 = no cap). Packed: a cap on samples per bin, 0 = no "

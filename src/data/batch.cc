@@ -34,4 +34,15 @@ void append_padding(Batch& batch, int64_t count, int32_t pad_id) {
   batch.padding += count;
 }
 
+void append_padding_segment(Batch& batch, int64_t count, int32_t pad_id) {
+  if (count <= 0) return;
+  for (int64_t i = 0; i < count; ++i) {
+    batch.positions.push_back(static_cast<int32_t>(i));
+    batch.tokens.push_back(pad_id);
+    batch.targets.push_back(-1);
+  }
+  batch.cu_seqlens.push_back(static_cast<int32_t>(batch.size()));
+  batch.padding += count;
+}
+
 }  // namespace headroom

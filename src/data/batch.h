@@ -31,4 +31,10 @@ void append_document(Batch& batch, const int32_t* document, int64_t length,
 // The batch must hold a document.
 void append_padding(Batch& batch, int64_t count, int32_t pad_id);
 
+// Appends `count` copies of `pad_id` as a segment of their own (a packed
+// bin's padding): positions from 0, no targets, counted in `padding` and not
+// a document (`longest` ignores it). Under every attention mask no earlier
+// token sees it: it is last, and a segment apart. Nothing when count <= 0.
+void append_padding_segment(Batch& batch, int64_t count, int32_t pad_id);
+
 }  // namespace headroom

@@ -179,6 +179,12 @@ Batcher::Batcher(const TokenDataset& dataset, BatchOptions options)
               " must be >= 0 (0 = never truncate)");
   require(!bucketed || padded,
           "buckets are for padded mode: packed bins have no padding to bucket");
+  require(options_.pad_to_multiple_of >= 0 && options_.pad_to_multiple_of <= kInt32Max,
+          "pad_to_multiple_of = " + std::to_string(options_.pad_to_multiple_of) +
+              " must be in [0, 2^31) (0 = no padding)");
+  require(options_.pad_to_multiple_of == 0 || !padded,
+          "pad_to_multiple_of = " + std::to_string(options_.pad_to_multiple_of) +
+              " is for packed mode: padded rows take their length from seq_len or buckets");
   require(!(options_.auto_buckets && !options_.buckets.empty()),
           "buckets are either \"auto\" or given, not both");
   for (size_t i = 0; i < options_.buckets.size(); ++i) {
@@ -328,6 +334,14 @@ EpochBins bucketed_bins(const std::vector<int64_t>& visit, std::span<const int64
   return bins;
 }
 
+// A packed bin of `fill` tokens with its padding (the header comment).
+int64_t padded_bin_tokens(int64_t fill, const BatchOptions& options) {
+  const int64_t m = options.pad_to_multiple_of;
+  if (m <= 0) return fill;
+  const int64_t rounded = (fill + m - 1) / m * m;
+  return std::min(rounded, std::max(fill, options.max_tokens_per_micro_batch));
+}
+
 }  // namespace
 
 EpochBins make_bins(std::vector<int64_t> visit, std::span<const int64_t> length,
@@ -386,7 +400,7 @@ EpochBins make_bins(std::vector<int64_t> visit, std::span<const int64_t> length,
     std::partial_sum(starts.begin(), starts.end(), starts.begin());
     for (size_t b = 0; b < count; ++b) {
       bins.bin_starts.push_back(static_cast<int64_t>(w0) + starts[b + 1]);
-      bins.bin_cost.push_back(fill[b]);
+      bins.bin_cost.push_back(padded_bin_tokens(fill[b], options));
     }
     for (size_t i = 0; i < bin_of.size(); ++i)
       bins.order[w0 + static_cast<size_t>(starts[static_cast<size_t>(bin_of[i])]++)] =
@@ -450,6 +464,7 @@ Batch Batcher::build(const MicroBatchPlan& mb) const {
     if (padded) append_padding(batch, width - length, options_.pad_id);
     if (length < dataset_.document_length(document)) batch.truncated += 1;
   }
+  if (!padded) append_padding_segment(batch, mb.padding, options_.pad_id);
   HR_CHECK(batch.size() == mb.tokens && batch.padding == mb.padding,
            "a built micro-batch matches its plan");
   return batch;

@@ -26,6 +26,14 @@
 //     max_sample_tokens caps the second: longer documents keep their first
 //     max_sample_tokens tokens (counted in Batch::truncated);
 //   - every kept document is placed exactly once per epoch.
+// With pad_to_multiple_of = m > 0, a bin of F tokens is then padded to
+// min(F rounded up to a multiple of m, max(F, budget)) tokens: one trailing
+// segment of pad_id tokens of its own (positions from 0, no targets), which
+// no document's token attends to under any mask. Token counts then repeat
+// from step to step (F varies with every bin; a multiple of m, or the
+// budget, rarely does), and with them the shapes of every gemm: the cpu
+// backend makes (JIT-compiles) a oneDNN primitive per new shape
+// (cpu/gemm_plan.h), and a packed step of the quickstart met ~10 new ones.
 //
 // Padded: bins are micro_batch_size consecutive documents; each is one row,
 // padded with pad_id to the longest row of its micro-batch, or to seq_len
@@ -90,6 +98,7 @@ struct BatchOptions {
   Packing packing = Packing::kFirstFit;
   int64_t packing_window = 0;                 // documents per packing window; 0 = the epoch
   int64_t max_tokens_per_micro_batch = 2048;  // packed: the bin's token budget
+  int64_t pad_to_multiple_of = 0;             // packed: bins padded as above; 0 = not padded
   // Padded: rows per micro-batch (>= 1), or with buckets a cap on them (0 =
   // none); packed: a cap on documents per bin, 0 = none.
   int64_t micro_batch_size = 0;

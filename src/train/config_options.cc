@@ -191,6 +191,7 @@ BatchOptions batch_options_of(const ExperimentConfig& config, int world_size, in
   }
   o.packing_window = config.batch.packing_window;
   o.max_tokens_per_micro_batch = config.batch.max_tokens_per_micro_batch;
+  o.pad_to_multiple_of = config.batch.pad_to_multiple_of;
   o.micro_batch_size = config.batch.micro_batch_size;
   o.seq_len = config.batch.seq_len;
   o.buckets = config.batch.buckets;
@@ -344,6 +345,7 @@ std::string to_text(const RunSettings& s) {
   line("batch.packing", static_cast<int>(b.packing));
   line("batch.packing_window", b.packing_window);
   line("batch.max_tokens_per_micro_batch", b.max_tokens_per_micro_batch);
+  line("batch.pad_to_multiple_of", b.pad_to_multiple_of);
   line("batch.micro_batch_size", b.micro_batch_size);
   line("batch.seq_len", b.seq_len);
   std::string buckets;

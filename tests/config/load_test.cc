@@ -528,6 +528,16 @@ TEST(ConfigRules, BucketsArePaddedAndNotWithSeqLen) {
             "every row to one length; set one of them (batch.seq_len = 0 or batch.buckets = [])");
 }
 
+TEST(ConfigRules, PadToMultipleOfPadsPackedBinsOnly) {
+  EXPECT_EQ(error_of("[batch]\nmode = \"padded\"\nmicro_batch_size = 2\npad_to_multiple_of = 64\n"),
+            "x.toml:4:22: batch.pad_to_multiple_of: pads packed bins, but batch.mode = "
+            "\"padded\"; padded rows take their length from batch.seq_len or batch.buckets: set "
+            "batch.pad_to_multiple_of = 0");
+  EXPECT_EQ(error_of("[batch]\npad_to_multiple_of = -8\n"),
+            "x.toml:2:22: batch.pad_to_multiple_of: expected an integer in 0..2147483647, got -8");
+  EXPECT_EQ(load("[batch]\npad_to_multiple_of = 64\n").batch.pad_to_multiple_of, 64);
+}
+
 TEST(ConfigRules, SlidingWindowNeedsWindow) {
   EXPECT_EQ(error_of("[attention]\nmask = \"sliding_window\"\nwindow = 0\n"),
             "x.toml:3:10: attention.window: must be >= 1 when attention.mask = "

@@ -97,6 +97,19 @@ std::vector<int64_t> check_batch(const Batch& b, const Corpus& c, const BatchOpt
     int64_t length = row;
     EXPECT_GT(length, 0) << "cu_seqlens must increase";
     if (length <= 0) return documents;
+    if (!padded && b.padding > 0 && i + 2 == b.cu_seqlens.size()) {
+      // A packed bin's padding: the last segment, one of its own.
+      EXPECT_GT(o.pad_to_multiple_of, 0) << "packed bins are padded only when asked";
+      EXPECT_EQ(row, b.padding);
+      for (int64_t t = 0; t < row; ++t) {
+        const size_t i_t = static_cast<size_t>(start + t);
+        EXPECT_EQ(b.tokens[i_t], o.pad_id);
+        EXPECT_EQ(b.targets[i_t], -1) << "padding is never a target";
+        EXPECT_EQ(b.positions[i_t], t) << "the padding segment's positions start at 0";
+      }
+      padding += row;
+      break;
+    }
     const int64_t d = b.tokens[static_cast<size_t>(start)];
     EXPECT_LT(d, static_cast<int64_t>(c.lengths.size()));
     if (d >= static_cast<int64_t>(c.lengths.size())) return documents;
@@ -150,11 +163,18 @@ std::vector<int64_t> check_batch(const Batch& b, const Corpus& c, const BatchOpt
     }
     return documents;
   }
-  EXPECT_EQ(b.padding, 0);
-  const bool alone_and_oversize = documents.size() == 1 && T > o.max_tokens_per_micro_batch;
-  EXPECT_TRUE(T <= o.max_tokens_per_micro_batch || alone_and_oversize)
-      << T << " tokens in " << documents.size() << " documents over a budget of "
-      << o.max_tokens_per_micro_batch;
+  // Packed: the documents' tokens, padded (when asked) to a multiple of
+  // pad_to_multiple_of but never past the budget or, alone and oversize,
+  // past themselves.
+  const int64_t budget = o.max_tokens_per_micro_batch;
+  const int64_t real = T - b.padding;
+  const int64_t m = o.pad_to_multiple_of;
+  const int64_t want = m > 0 ? std::min((real + m - 1) / m * m, std::max(real, budget)) : real;
+  EXPECT_EQ(T, want) << real << " tokens of documents, pad_to_multiple_of " << m << ", budget "
+                     << budget;
+  const bool alone_and_oversize = documents.size() == 1 && real > budget;
+  EXPECT_TRUE(T <= budget || alone_and_oversize)
+      << T << " tokens in " << documents.size() << " documents over a budget of " << budget;
   return documents;
 }
 
@@ -300,6 +320,53 @@ TEST(Batcher, OversizeDocumentsGetABinOfTheirOwnAndTruncationIsCounted) {
   check_batch(cut, c, o);
 }
 
+TEST(Batcher, PackedBinsArePaddedToAMultipleWithASegmentOfTheirOwn) {
+  Corpus c({5, 30, 5, 5, 12}, false);
+  BatchOptions o;
+  o.max_tokens_per_micro_batch = 16;
+  o.shuffle = false;
+  o.packing = BatchOptions::Packing::kNextFit;
+  o.pad_to_multiple_of = 8;
+  o.pad_id = 3;
+  Batcher batcher(c.dataset, o);
+  // The same bins as unpadded: padding is added after packing.
+  EXPECT_EQ(batcher.epoch_bins(0), (std::vector<std::vector<int64_t>>{{0}, {1}, {2, 3}, {4}}));
+  std::vector<int64_t> tokens, padding;
+  for (int step = 0; step < 4; ++step) {
+    const Batch b = batcher.next_step()[0];
+    check_batch(b, c, o);
+    tokens.push_back(b.size());
+    padding.push_back(b.padding);
+    if (step == 2) {
+      EXPECT_EQ(b.cu_seqlens, (std::vector<int32_t>{0, 5, 10, 16}))
+          << "the padding is a segment of its own after the documents";
+      EXPECT_EQ(b.counted, 8) << "padding adds no target";
+      EXPECT_EQ(b.longest, 5) << "padding is not a document";
+    }
+  }
+  // 5 -> 8; 30, alone over the budget, is not padded; 10 -> 16; 12 -> 16.
+  EXPECT_EQ(tokens, (std::vector<int64_t>{8, 30, 16, 16}));
+  EXPECT_EQ(padding, (std::vector<int64_t>{3, 0, 6, 4}));
+
+  // Never past the budget: with 10 tokens, 5 -> 8, a full 10 stays 10, and
+  // the 12 alone over the budget stays 12.
+  o.max_tokens_per_micro_batch = 10;
+  Batcher capped(c.dataset, o);
+  tokens.clear();
+  for (int step = 0; step < 4; ++step) {
+    const Batch b = capped.next_step()[0];
+    check_batch(b, c, o);
+    tokens.push_back(b.size());
+  }
+  EXPECT_EQ(tokens, (std::vector<int64_t>{8, 30, 10, 12}));
+
+  // What is planned is what is built.
+  Batcher planner(c.dataset, o);
+  const MicroBatchPlan mb = planner.next_step_plan()[0][0];
+  EXPECT_EQ(mb.tokens, 8);
+  EXPECT_EQ(mb.padding, 3);
+}
+
 TEST(Batcher, FirstFitDecreasingSortsEachWindowLongestFirst) {
   Corpus c({2, 9, 4, 7, 1, 6, 8, 3}, false);
   BatchOptions o;
@@ -398,6 +465,12 @@ Trial random_trial(std::mt19937_64& rng) {
   }
   if (std::all_of(t.lengths.begin(), t.lengths.end(), [](int64_t l) { return l == 0; }))
     t.lengths[0] = 1;
+  // Drawn last, so the draws above are those of the trials before packed
+  // bins could be padded.
+  if (o.mode == BatchOptions::Mode::kPacked && below(3) == 0) {
+    o.pad_to_multiple_of = 1 + below(64);
+    o.pad_id = static_cast<int32_t>(below(100));
+  }
   return t;
 }
 
@@ -417,7 +490,8 @@ TEST(Batcher, PropertiesOverRandomCorporaAndOptions) {
                  std::to_string(o.world_size) + ", max_sample_tokens " +
                  std::to_string(o.max_sample_tokens) + ", micro_batch_size " +
                  std::to_string(o.micro_batch_size) + ", seq_len " + std::to_string(o.seq_len) +
-                 ", shape " + std::to_string(t.shape) + ", documents " + std::to_string(n));
+                 ", pad_to_multiple_of " + std::to_string(o.pad_to_multiple_of) + ", shape " +
+                 std::to_string(t.shape) + ", documents " + std::to_string(n));
 
     std::vector<Batcher> ranks;
     for (int r = 0; r < o.world_size; ++r) {
@@ -674,6 +748,17 @@ TEST(Batcher, RefusesImpossibleOptionsAndCursors) {
   o = BatchOptions{};
   o.packing_window = -3;
   expect_contains(usage_error([&] { make(o); }), "packing_window = -3");
+  o = BatchOptions{};
+  o.pad_to_multiple_of = -8;
+  expect_contains(usage_error([&] { make(o); }),
+                  "pad_to_multiple_of = -8 must be in [0, 2^31) (0 = no padding)");
+  o = BatchOptions{};
+  o.mode = BatchOptions::Mode::kPadded;
+  o.micro_batch_size = 2;
+  o.pad_to_multiple_of = 8;
+  expect_contains(usage_error([&] { make(o); }),
+                  "pad_to_multiple_of = 8 is for packed mode: padded rows take their length "
+                  "from seq_len or buckets");
 
   Batcher batcher(c.dataset, BatchOptions{});
   expect_contains(usage_error([&] {

@@ -86,6 +86,7 @@ std::map<std::string, KeyCase> key_cases(const std::string& hf_a, const std::str
       {"batch.packing", {"\"next_fit\""}},
       {"batch.packing_window", {"99"}},
       {"batch.max_tokens_per_micro_batch", {"99"}},
+      {"batch.pad_to_multiple_of", {"64"}},
       {"batch.micro_batch_size", {"3"}},
       {"batch.grad_accum", {"3"}},
       {"batch.seq_len", {"99"}},
