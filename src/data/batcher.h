@@ -30,8 +30,8 @@
 // min(F rounded up to a multiple of m, max(F, budget)) tokens: one trailing
 // segment of pad_id tokens of its own (positions from 0, no targets), which
 // no document's token attends to under any mask. Token counts then repeat
-// from step to step (F varies with every bin; a multiple of m, or the
-// budget, rarely does), and with them the shapes of every gemm: the cpu
+// from step to step (F varies with every bin; the padded count takes one of
+// a few values), and with them the shapes of every gemm: the cpu
 // backend makes (JIT-compiles) a oneDNN primitive per new shape
 // (cpu/gemm_plan.h), and a packed step of the quickstart met ~10 new ones.
 //
