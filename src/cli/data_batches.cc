@@ -112,7 +112,6 @@ int data_batches(const std::vector<std::string>& args) {
       j["packing"] = name_of(config.batch.packing);
       j["packing_window"] = options.packing_window;
       j["max_tokens_per_micro_batch"] = budget;
-      j["pad_to_multiple_of"] = options.pad_to_multiple_of;
     } else {
       j["micro_batch_size"] = options.micro_batch_size;
       j["seq_len"] = options.seq_len;
@@ -122,6 +121,7 @@ int data_batches(const std::vector<std::string>& args) {
         j["max_tokens_per_micro_batch"] = budget;
       }
     }
+    j["pad_to_multiple_of"] = options.pad_to_multiple_of;
     j["world_size"] = world_size;
     j["grad_accum"] = options.grad_accum;
     j["max_sample_tokens"] = options.max_sample_tokens;
@@ -129,23 +129,25 @@ int data_batches(const std::vector<std::string>& args) {
     j["seed"] = options.seed;
     j["steps"] = nlohmann::ordered_json::array();
   } else {
+    const std::string multiple =
+        options.pad_to_multiple_of
+            ? ", padded to a multiple of " + std::to_string(options.pad_to_multiple_of) + " tokens"
+            : std::string();
     std::string how =
         packed
             ? std::string(name_of(config.batch.packing)) + " bins of " + std::to_string(budget) +
                   " tokens (window " +
                   (options.packing_window ? std::to_string(options.packing_window) + " documents)"
                                           : std::string("the epoch)")) +
-                  (options.pad_to_multiple_of
-                       ? ", padded to a multiple of " + std::to_string(options.pad_to_multiple_of) +
-                             " tokens"
-                       : std::string())
-        : bucketed
-            ? std::to_string(buckets.size()) + " length buckets (" + join_boundaries(buckets) +
-                  " tokens) under " + std::to_string(budget) +
-                  " tokens per micro-batch, padded to " + std::string(name_of(config.batch.pad_to))
-            : std::to_string(options.micro_batch_size) + " padded rows per micro-batch" +
-                  (options.seq_len ? " of " + std::to_string(options.seq_len) + " tokens"
-                                   : std::string(", as long as the longest"));
+                  multiple
+        : bucketed ? std::to_string(buckets.size()) + " length buckets (" +
+                         join_boundaries(buckets) + " tokens) under " + std::to_string(budget) +
+                         " tokens per micro-batch, padded to " +
+                         std::string(name_of(config.batch.pad_to)) + multiple
+                   : std::to_string(options.micro_batch_size) + " padded rows per micro-batch" +
+                         (options.seq_len ? " of " + std::to_string(options.seq_len) + " tokens"
+                                          : std::string(", as long as the longest")) +
+                         multiple;
     std::printf(
         "%s: %lld documents, %lld tokens; %s %s, grad_accum %d, world_size %d, "
         "max_sample_tokens %lld, shuffle %s (seed %llu)\n",

@@ -100,7 +100,7 @@ struct BatchSection {
   Packing packing = Packing::kFirstFit;       // packed: how documents are put into bins
   int64_t packing_window = 4096;              // packed: documents packed together; 0 = the epoch
   int64_t max_tokens_per_micro_batch = 2048;  // packed: the first-fit bin's token budget
-  int64_t pad_to_multiple_of = 0;  // packed: bins padded to a multiple of this; 0 = not padded
+  int64_t pad_to_multiple_of = 0;  // bins (packed) / rows (padded) to a multiple; 0 = not padded
   // Samples per micro-batch; padded needs >= 1 unless bucketed, where it caps
   // the rows (0 = no cap); packed: 0 = no cap.
   int micro_batch_size = 0;

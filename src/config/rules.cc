@@ -105,12 +105,16 @@ std::vector<ConfigRule> build_rules() {
          return std::nullopt;
        }},
       {"batch.seq_len", "batch.micro_batch_size",
-       "batch.mode = \"padded\": batch.micro_batch_size * batch.seq_len <= 2147483647 tokens",
+       "batch.mode = \"padded\": batch.micro_batch_size * batch.seq_len (rounded up to a "
+       "multiple of batch.pad_to_multiple_of) <= 2147483647 tokens",
        [](const ExperimentConfig& c) -> Complaint {
          // One micro-batch's token offsets are int32 (cu_seqlens).
-         const int64_t tokens = static_cast<int64_t>(c.batch.micro_batch_size) * c.batch.seq_len;
+         const int64_t m = c.batch.pad_to_multiple_of;
+         const int64_t width = m > 0 ? (c.batch.seq_len + m - 1) / m * m : c.batch.seq_len;
+         const int64_t tokens = static_cast<int64_t>(c.batch.micro_batch_size) * width;
          if (c.batch.mode == BatchSection::Mode::kPadded && tokens > 2147483647)
            return std::to_string(c.batch.seq_len) +
+                  (width != c.batch.seq_len ? " (padded to " + std::to_string(width) + ")" : "") +
                   " with batch.micro_batch_size = " + std::to_string(c.batch.micro_batch_size) +
                   " makes " + std::to_string(tokens) +
                   " tokens per micro-batch, more than 2147483647";
@@ -134,16 +138,6 @@ std::vector<ConfigRule> build_rules() {
            return "buckets padded micro-batches, but batch.mode = \"" +
                   std::string(name_of(c.batch.mode)) +
                   "\"; set batch.mode = \"padded\", or batch.buckets = []";
-         return std::nullopt;
-       }},
-      {"batch.pad_to_multiple_of", "batch.mode",
-       "batch.pad_to_multiple_of requires batch.mode = \"packed\"",
-       [](const ExperimentConfig& c) -> Complaint {
-         // Padded rows take their length from seq_len or the buckets.
-         if (c.batch.pad_to_multiple_of > 0 && c.batch.mode != BatchSection::Mode::kPacked)
-           return "pads packed bins, but batch.mode = \"" + std::string(name_of(c.batch.mode)) +
-                  "\"; padded rows take their length from batch.seq_len or batch.buckets: set "
-                  "batch.pad_to_multiple_of = 0";
          return std::nullopt;
        }},
       {"batch.buckets", "batch.seq_len", "batch.buckets requires batch.seq_len = 0",

@@ -649,9 +649,11 @@ std::vector<ConfigKey> build_schema() {
       integer(HR_FIELD(batch.pad_to_multiple_of), 0, kMaxTokens,
               "Packed: each micro-batch is padded up to a multiple of this many tokens (never "
               "past max_tokens_per_micro_batch), the padding one segment of its own that no "
-              "sample attends to and that has no loss. Micro-batches then repeat a few token "
-              "counts, and the cpu backend's gemm kernels, made (JIT-compiled) once per shape, "
-              "are reused instead of made anew for nearly every bin. 0 = no padding."),
+              "sample attends to and that has no loss. Padded: the row length (the longest "
+              "row, batch.seq_len or the bucket's) is rounded up to a multiple of it, as Hugging "
+              "Face's pad_to_multiple_of does. Micro-batches then repeat a few token counts, "
+              "and the cpu backend's gemm kernels, made (JIT-compiled) once per shape, are "
+              "reused instead of made anew for nearly every step. 0 = no padding."),
       integer(HR_FIELD(batch.micro_batch_size), 0, kNoMax,
               "Samples per micro-batch. Padded: required, >= 1, unless batch.buckets is set, "
               "where it caps the rows (0 = no cap). Packed: a cap on samples per bin, 0 = no "

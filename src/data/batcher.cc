@@ -182,9 +182,6 @@ Batcher::Batcher(const TokenDataset& dataset, BatchOptions options)
   require(options_.pad_to_multiple_of >= 0 && options_.pad_to_multiple_of <= kInt32Max,
           "pad_to_multiple_of = " + std::to_string(options_.pad_to_multiple_of) +
               " must be in [0, 2^31) (0 = no padding)");
-  require(options_.pad_to_multiple_of == 0 || !padded,
-          "pad_to_multiple_of = " + std::to_string(options_.pad_to_multiple_of) +
-              " is for packed mode: padded rows take their length from seq_len or buckets");
   require(!(options_.auto_buckets && !options_.buckets.empty()),
           "buckets are either \"auto\" or given, not both");
   for (size_t i = 0; i < options_.buckets.size(); ++i) {
@@ -271,6 +268,12 @@ std::vector<int64_t> visiting_order(std::span<const int64_t> kept, const BatchOp
 
 namespace {
 
+// `width` rounded up to a multiple of pad_to_multiple_of (padded rows).
+int64_t padded_row_width(int64_t width, const BatchOptions& options) {
+  const int64_t m = options.pad_to_multiple_of;
+  return m > 0 ? (width + m - 1) / m * m : width;
+}
+
 // make_bins for padded mode with buckets (the header comment's rules).
 EpochBins bucketed_bins(const std::vector<int64_t>& visit, std::span<const int64_t> length,
                         const BatchOptions& options, int64_t epoch) {
@@ -286,7 +289,8 @@ EpochBins bucketed_bins(const std::vector<int64_t>& visit, std::span<const int64
   std::vector<size_t> next(k, 0);
   int64_t all_left = 0;
   for (size_t b = 0; b < k; ++b) {
-    rows[b] = std::max<int64_t>(1, options.max_tokens_per_micro_batch / bounds[b]);
+    rows[b] = std::max<int64_t>(
+        1, options.max_tokens_per_micro_batch / padded_row_width(bounds[b], options));
     if (options.micro_batch_size > 0) rows[b] = std::min(rows[b], options.micro_batch_size);
     const int64_t count = static_cast<int64_t>(members[b].size());
     total[b] = left[b] = (count + rows[b] - 1) / rows[b];
@@ -323,6 +327,7 @@ EpochBins bucketed_bins(const std::vector<int64_t>& visit, std::span<const int64
       for (size_t i = first; i < last; ++i)
         width = std::max(width, length[static_cast<size_t>(docs[i])]);
     }
+    width = padded_row_width(width, options);
     bins.order.insert(bins.order.end(), docs.begin() + static_cast<std::ptrdiff_t>(first),
                       docs.begin() + static_cast<std::ptrdiff_t>(last));
     bins.bin_starts.push_back(static_cast<int64_t>(bins.order.size()));
@@ -361,6 +366,7 @@ EpochBins make_bins(std::vector<int64_t> visit, std::span<const int64_t> length,
       if (width == 0)
         for (size_t k = start; k < end; ++k)
           width = std::max(width, length_of(bins.order[k]));
+      width = padded_row_width(width, options);
       bins.bin_starts.push_back(static_cast<int64_t>(end));
       bins.bin_cost.push_back(static_cast<int64_t>(end - start) * width);
     }

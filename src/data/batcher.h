@@ -40,6 +40,9 @@
 // when that is set (longer documents are then truncated to seq_len). Padding
 // tokens have no target and are counted in Batch::padding; a row stays one
 // cu_seqlens segment so the attention costs what a dense (B, L) batch costs.
+// With pad_to_multiple_of = m > 0 the row length (the longest row, seq_len,
+// or a bucket's, below) is rounded up to a multiple of m, as Hugging Face's
+// pad_to_multiple_of does; truncation is unchanged.
 //
 // Padded with buckets (batch.buckets: increasing boundaries b_0 < ... < b_k,
 // resolved from the dataset by auto_bucket_boundaries() for "auto"): a
@@ -51,10 +54,11 @@
 // are cut into micro-batches of rows = max(1, max_tokens_per_micro_batch /
 // b_i) documents, capped by micro_batch_size when that is > 0; rows are
 // padded to b_i (pad_to = kBucket: few distinct shapes, which the caching
-// allocator reuses) or to the longest row (kLongest). So every micro-batch
-// holds <= budget tokens after padding, except a single row longer than the
-// budget. The buckets' micro-batches are then interleaved: each next one
-// comes from a bucket drawn with probability proportional to the
+// allocator reuses) or to the longest row (kLongest), rounded up to a
+// multiple of pad_to_multiple_of when that is > 0 (and b_i rounded alike in
+// the rows' formula). So every micro-batch holds <= budget tokens after
+// padding, except a single row longer than the budget. The buckets' micro-batches are then
+// interleaved: each next one comes from a bucket drawn with probability proportional to the
 // micro-batches it has left (a stream seeded by (seed, epoch); without
 // shuffle, the bucket with the largest share left, smallest first on ties),
 // so an epoch does not end with all its long micro-batches.
@@ -98,7 +102,7 @@ struct BatchOptions {
   Packing packing = Packing::kFirstFit;
   int64_t packing_window = 0;                 // documents per packing window; 0 = the epoch
   int64_t max_tokens_per_micro_batch = 2048;  // packed: the bin's token budget
-  int64_t pad_to_multiple_of = 0;             // packed: bins padded as above; 0 = not padded
+  int64_t pad_to_multiple_of = 0;             // bins / rows padded as above; 0 = not padded
   // Padded: rows per micro-batch (>= 1), or with buckets a cap on them (0 =
   // none); packed: a cap on documents per bin, 0 = none.
   int64_t micro_batch_size = 0;

@@ -158,7 +158,10 @@ TEST_F(DataCli, BatchesStayWithinTheBudgetExceptOversizeDocuments) {
     ASSERT_EQ(step["ranks"][0]["micro_batches"].size(), 2u);
     for (const json& b : step["ranks"][0]["micro_batches"]) {
       const int64_t tokens = b["tokens"].get<int64_t>();
-      EXPECT_EQ(b["padding"], 0);
+      // The quickstart pads a bin to a multiple of 64, never past the
+      // budget nor a lone oversize document.
+      const int64_t real = tokens - b["padding"].get<int64_t>();
+      EXPECT_EQ(tokens, std::min((real + 63) / 64 * 64, std::max(real, budget)));
       EXPECT_LE(b["longest"].get<int64_t>(), tokens);
       if (tokens > budget) {
         ++oversize;
@@ -232,21 +235,35 @@ TEST_F(DataCli, BatchesShowsThePaddingOfPaddedMode) {
   for (const json& step : j["steps"])
     for (const json& b : step["ranks"][0]["micro_batches"]) {
       EXPECT_EQ(b["documents"], 4);
-      EXPECT_EQ(b["tokens"].get<int64_t>(), 4 * b["longest"].get<int64_t>());
+      // The quickstart's batch.pad_to_multiple_of = 64 rounds rows up.
+      const int64_t longest = b["longest"].get<int64_t>();
+      EXPECT_EQ(b["tokens"].get<int64_t>(), 4 * ((longest + 63) / 64 * 64));
       padding += b["padding"].get<int64_t>();
     }
   EXPECT_GT(padding, 0) << "lengths 60-80 and 220-260 mixed: rows need padding";
   EXPECT_EQ(j["total"]["padding"], padding);
+  EXPECT_EQ(j["pad_to_multiple_of"], 64);
 
+  for (const auto& [multiple, tokens] : {std::pair{0, 200}, std::pair{64, 256}}) {
+    r =
+        run("batches --set data.path=a.h5 --set batch.mode=padded --set batch.micro_batch_size=2 "
+            "--set batch.seq_len=100 --set batch.pad_to_multiple_of=" +
+            std::to_string(multiple) + " --steps 3 --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json fixed = json::parse(r.out);  // named: a range-for over a temporary's member dangles
+    ASSERT_EQ(fixed["steps"].size(), 3u);
+    for (const json& step : fixed["steps"])
+      for (const json& b : step["ranks"][0]["micro_batches"])
+        EXPECT_EQ(b["tokens"], tokens) << "two rows of seq_len, rounded up to " << multiple;
+  }
   r =
       run("batches --set data.path=a.h5 --set batch.mode=padded --set batch.micro_batch_size=2 "
-          "--set batch.seq_len=100 --steps 3 --json");
+          "--steps 1");
   ASSERT_EQ(r.code, 0) << r.err;
-  const json fixed = json::parse(r.out);  // named: a range-for over a temporary's member dangles
-  ASSERT_EQ(fixed["steps"].size(), 3u);
-  for (const json& step : fixed["steps"])
-    for (const json& b : step["ranks"][0]["micro_batches"])
-      EXPECT_EQ(b["tokens"], 200) << "two rows of seq_len";
+  EXPECT_NE(r.out.find("2 padded rows per micro-batch, as long as the longest, padded to a "
+                       "multiple of 64 tokens"),
+            std::string::npos)
+      << r.out;
 }
 
 // Two length groups, 60-80 and 220-260: the suggested boundaries separate

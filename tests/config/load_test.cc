@@ -528,14 +528,19 @@ TEST(ConfigRules, BucketsArePaddedAndNotWithSeqLen) {
             "every row to one length; set one of them (batch.seq_len = 0 or batch.buckets = [])");
 }
 
-TEST(ConfigRules, PadToMultipleOfPadsPackedBinsOnly) {
-  EXPECT_EQ(error_of("[batch]\nmode = \"padded\"\nmicro_batch_size = 2\npad_to_multiple_of = 64\n"),
-            "x.toml:4:22: batch.pad_to_multiple_of: pads packed bins, but batch.mode = "
-            "\"padded\"; padded rows take their length from batch.seq_len or batch.buckets: set "
-            "batch.pad_to_multiple_of = 0");
+TEST(ConfigRules, PadToMultipleOfPadsBinsAndRows) {
+  EXPECT_EQ(load("[batch]\nmode = \"padded\"\nmicro_batch_size = 2\npad_to_multiple_of = 64\n")
+                .batch.pad_to_multiple_of,
+            64);
   EXPECT_EQ(error_of("[batch]\npad_to_multiple_of = -8\n"),
             "x.toml:2:22: batch.pad_to_multiple_of: expected an integer in 0..2147483647, got -8");
   EXPECT_EQ(load("[batch]\npad_to_multiple_of = 64\n").batch.pad_to_multiple_of, 64);
+  // Rows of seq_len rounded up must still fit int32 offsets.
+  EXPECT_EQ(error_of("[batch]\nmode = \"padded\"\nmicro_batch_size = 2\nseq_len = 1073741800\n"
+                     "pad_to_multiple_of = 64\n"),
+            "x.toml:4:11: batch.seq_len: 1073741800 (padded to 1073741824) with "
+            "batch.micro_batch_size = 2 makes 2147483648 tokens per micro-batch, more than "
+            "2147483647");
 }
 
 TEST(ConfigRules, SlidingWindowNeedsWindow) {

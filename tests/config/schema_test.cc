@@ -52,6 +52,7 @@ ExperimentConfig everything_changed() {
              .packing = BatchSection::Packing::kNextFit,
              .packing_window = 128,
              .max_tokens_per_micro_batch = 16384,
+             .pad_to_multiple_of = 64,
              .micro_batch_size = 4,
              .grad_accum = 8,
              .seq_len = 2048,
@@ -221,15 +222,6 @@ ExperimentConfig bucketed() {
   return c;
 }
 
-// batch.pad_to_multiple_of pads packed bins only (rules.cc), and the config
-// above is padded: it changes in a config of its own.
-ExperimentConfig packed_and_padded() {
-  ExperimentConfig c = everything_changed();
-  c.batch.mode = BatchSection::Mode::kPacked;
-  c.batch.pad_to_multiple_of = 64;
-  return c;
-}
-
 // attention.window and attention.mask_block each belong to one mask kind
 // (rules.cc), so the dflash block changes in a config of its own.
 ExperimentConfig dflash() {
@@ -256,15 +248,13 @@ TEST(ConfigSchema, EveryGetterReadsBackThroughItsSetter) {
   const ExperimentConfig with_buckets = bucketed();
   const ExperimentConfig with_dflash = dflash();
   const ExperimentConfig with_nf4 = quantized();
-  const ExperimentConfig with_padded_bins = packed_and_padded();
   for (const ConfigKey& key : config_schema()) {
     const bool own = key.name == "batch.buckets" || key.name == "checkpoint.resume";
     const bool nf4 = key.name == "model.quantization" || key.name == "model.double_quant";
-    const std::string text = key.get(key.name == "attention.mask_block"       ? with_dflash
-                                     : key.name == "batch.pad_to_multiple_of" ? with_padded_bins
-                                     : own                                    ? with_buckets
-                                     : nf4                                    ? with_nf4
-                                                                              : changed);
+    const std::string text = key.get(key.name == "attention.mask_block" ? with_dflash
+                                     : own                              ? with_buckets
+                                     : nf4                              ? with_nf4
+                                                                        : changed);
     EXPECT_NE(text, key.default_text) << key.name << ": the round-trip config leaves it default";
     const toml::table parsed = toml::parse("v = " + text);
     ExperimentConfig c;
@@ -338,7 +328,7 @@ TEST(ConfigToToml, NonDefaultConfigRoundTrips) {
   EXPECT_NE(text.find("device = \"h100-80gb\"\ndevice_capacity = \"40GiB\"\n"), std::string::npos)
       << text;
   EXPECT_NE(text.find("activations = \"every_3\"\n"), std::string::npos) << text;
-  for (ExperimentConfig other : {bucketed(), everything_changed(), packed_and_padded()}) {
+  for (ExperimentConfig other : {bucketed(), everything_changed()}) {
     if (other.batch.buckets.empty() && other.batch.mode == BatchSection::Mode::kPadded) {
       other.batch.seq_len = 0;
       other.batch.auto_buckets = true;

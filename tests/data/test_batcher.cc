@@ -75,6 +75,11 @@ struct Corpus {
   }
 };
 
+// `width` rounded up to a multiple of m (m = 0: unchanged).
+int64_t round_up(int64_t width, int64_t m) {
+  return m > 0 ? (width + m - 1) / m * m : width;
+}
+
 // Checks one micro-batch against the corpus, from first principles, and
 // returns the documents it holds in order.
 std::vector<int64_t> check_batch(const Batch& b, const Corpus& c, const BatchOptions& o) {
@@ -118,7 +123,7 @@ std::vector<int64_t> check_batch(const Batch& b, const Corpus& c, const BatchOpt
       length = c.packed_length(d, o);
       EXPECT_GE(row, length) << "document " << d;
       if (o.seq_len > 0) {
-        EXPECT_EQ(row, o.seq_len) << "padded to seq_len";
+        EXPECT_EQ(row, round_up(o.seq_len, o.pad_to_multiple_of)) << "padded to seq_len";
       }
       for (int64_t t = length; t < row; ++t) {
         const size_t i_t = static_cast<size_t>(start + t);
@@ -153,12 +158,13 @@ std::vector<int64_t> check_batch(const Batch& b, const Corpus& c, const BatchOpt
       const int64_t bucket = bucket_of(o.buckets, longest);
       EXPECT_GE(bucket, 0);
       if (bucket >= 0) {
-        EXPECT_EQ(T,
-                  static_cast<int64_t>(documents.size()) * o.buckets[static_cast<size_t>(bucket)])
+        const int64_t width =
+            round_up(o.buckets[static_cast<size_t>(bucket)], o.pad_to_multiple_of);
+        EXPECT_EQ(T, static_cast<int64_t>(documents.size()) * width)
             << "rows are padded to the bucket";
       }
     } else if (o.seq_len == 0) {
-      EXPECT_EQ(T, static_cast<int64_t>(documents.size()) * longest)
+      EXPECT_EQ(T, static_cast<int64_t>(documents.size()) * round_up(longest, o.pad_to_multiple_of))
           << "rows are padded to the longest";
     }
     return documents;
@@ -367,6 +373,43 @@ TEST(Batcher, PackedBinsArePaddedToAMultipleWithASegmentOfTheirOwn) {
   EXPECT_EQ(mb.padding, 3);
 }
 
+TEST(Batcher, PaddedRowsAreRoundedUpToAMultipleAsHuggingFaceDoes) {
+  Corpus c({5, 9, 3, 17, 4, 2}, false);
+  BatchOptions o;
+  o.mode = BatchOptions::Mode::kPadded;
+  o.micro_batch_size = 2;
+  o.shuffle = false;
+  o.pad_to_multiple_of = 8;
+  auto widths = [&c](const BatchOptions& options) {
+    Batcher batcher(c.dataset, options);
+    std::vector<int64_t> width;
+    for (int step = 0; step < 3; ++step) {
+      const Batch b = batcher.next_step()[0];
+      check_batch(b, c, options);
+      width.push_back(b.size() / (static_cast<int64_t>(b.cu_seqlens.size()) - 1));
+    }
+    return width;
+  };
+  // The longest row of each micro-batch (9, 17, 4) rounded up.
+  EXPECT_EQ(widths(o), (std::vector<int64_t>{16, 24, 8}));
+  // seq_len truncates at 12 as before; rows are then 16 long.
+  o.seq_len = 12;
+  EXPECT_EQ(widths(o), (std::vector<int64_t>{16, 16, 16}));
+  // Buckets: rows padded to the bucket's boundary (6 -> 8, 20 -> 24), and
+  // the rows per micro-batch come from the rounded boundary: 24 / 8 = 3 in
+  // the short bucket, 24 / 24 = 1 in the long one.
+  o.seq_len = 0;
+  o.micro_batch_size = 0;
+  o.buckets = {6, 20};
+  o.max_tokens_per_micro_batch = 24;
+  Batcher bucketed(c.dataset, o);
+  EXPECT_EQ(bucketed.epoch_bins(0), (std::vector<std::vector<int64_t>>{{0, 2, 4}, {1}, {5}, {3}}));
+  const MicroBatchPlan first = bucketed.next_step_plan()[0][0];
+  EXPECT_EQ(first.tokens, 24);
+  EXPECT_EQ(first.width, 8);
+  EXPECT_EQ(first.padding, 24 - (5 + 3 + 4));
+}
+
 TEST(Batcher, FirstFitDecreasingSortsEachWindowLongestFirst) {
   Corpus c({2, 9, 4, 7, 1, 6, 8, 3}, false);
   BatchOptions o;
@@ -431,10 +474,12 @@ Trial random_trial(std::mt19937_64& rng) {
   o.max_tokens_per_micro_batch = 1 + below(200);
   o.grad_accum = 1 + static_cast<int>(below(4));
   o.world_size = 1 + static_cast<int>(below(4));
-  o.max_sample_tokens = below(2) ? 0 : 1 + below(150);
+  // At least 2: a corpus cut to 1 token a document has no target, and the
+  // Batcher refuses it (check_trainable) before any property could hold.
+  o.max_sample_tokens = below(2) ? 0 : 2 + below(150);
   if (o.mode == BatchOptions::Mode::kPadded) {
     o.micro_batch_size = 1 + below(6);
-    o.seq_len = below(2) ? 0 : 1 + below(100);
+    o.seq_len = below(2) ? 0 : 2 + below(100);
     o.pad_id = static_cast<int32_t>(below(100));
   } else {
     o.micro_batch_size = below(3) == 0 ? 1 + below(5) : 0;
@@ -465,9 +510,9 @@ Trial random_trial(std::mt19937_64& rng) {
   }
   if (std::all_of(t.lengths.begin(), t.lengths.end(), [](int64_t l) { return l == 0; }))
     t.lengths[0] = 1;
-  // Drawn last, so the draws above are those of the trials before packed
-  // bins could be padded.
-  if (o.mode == BatchOptions::Mode::kPacked && below(3) == 0) {
+  // Drawn last, so the draws above are those of the trials before bins
+  // and rows could be padded to a multiple.
+  if (below(3) == 0) {
     o.pad_to_multiple_of = 1 + below(64);
     o.pad_id = static_cast<int32_t>(below(100));
   }
@@ -752,13 +797,6 @@ TEST(Batcher, RefusesImpossibleOptionsAndCursors) {
   o.pad_to_multiple_of = -8;
   expect_contains(usage_error([&] { make(o); }),
                   "pad_to_multiple_of = -8 must be in [0, 2^31) (0 = no padding)");
-  o = BatchOptions{};
-  o.mode = BatchOptions::Mode::kPadded;
-  o.micro_batch_size = 2;
-  o.pad_to_multiple_of = 8;
-  expect_contains(usage_error([&] { make(o); }),
-                  "pad_to_multiple_of = 8 is for packed mode: padded rows take their length "
-                  "from seq_len or buckets");
 
   Batcher batcher(c.dataset, BatchOptions{});
   expect_contains(usage_error([&] {
@@ -973,6 +1011,9 @@ Trial random_bucket_trial(std::mt19937_64& rng) {
       length = std::min(length, o.buckets.back());
   if (std::none_of(t.lengths.begin(), t.lengths.end(), [](int64_t l) { return l >= 2; }))
     t.lengths[0] = 2;
+  // Drawn last, so the draws above are those of the trials before rows
+  // could be padded to a multiple.
+  if (below(3) == 0) o.pad_to_multiple_of = 1 + below(64);
   return t;
 }
 
@@ -992,7 +1033,8 @@ TEST(Buckets, PropertiesOverRandomCorporaBucketsBudgetsAndWorldSizes) {
                  std::to_string(t.options.world_size) + ", max_sample_tokens " +
                  std::to_string(t.options.max_sample_tokens) + ", micro_batch_size " +
                  std::to_string(t.options.micro_batch_size) + ", pad_to " +
-                 std::to_string(static_cast<int>(t.options.pad_to)) + ", shape " +
+                 std::to_string(static_cast<int>(t.options.pad_to)) + ", pad_to_multiple_of " +
+                 std::to_string(t.options.pad_to_multiple_of) + ", shape " +
                  std::to_string(t.shape) + ", documents " + std::to_string(n));
     Batcher planner(c.dataset, t.options);
     const BatchOptions& o = planner.options();  // buckets resolved
@@ -1061,9 +1103,11 @@ TEST(Buckets, PropertiesOverRandomCorporaBucketsBudgetsAndWorldSizes) {
                 << "document " << d << " of " << length << " tokens in bucket " << boundary;
             longest = std::max(longest, length);
           }
-          EXPECT_EQ(mb.width, o.pad_to == BatchOptions::PadTo::kBucket ? boundary : longest);
+          const int64_t m = o.pad_to_multiple_of;
+          EXPECT_EQ(mb.width,
+                    round_up(o.pad_to == BatchOptions::PadTo::kBucket ? boundary : longest, m));
           EXPECT_EQ(mb.tokens, rows * mb.width);
-          int64_t most_rows = std::max<int64_t>(1, budget / boundary);
+          int64_t most_rows = std::max<int64_t>(1, budget / round_up(boundary, m));
           if (o.micro_batch_size > 0) most_rows = std::min(most_rows, o.micro_batch_size);
           EXPECT_LE(rows, most_rows);
           EXPECT_EQ(check_batch(got[i], c, o), mb.documents) << "rank " << r;

@@ -304,9 +304,11 @@ TEST_F(RunTest, AResumedRunContinuesBitForBit) {
 }
 
 TEST_F(RunTest, BucketedPaddedBatchesRecordTheirPaddingResumeAndNameThePeakBucket) {
-  const std::vector<std::string> bucketed = {"batch.mode=\"padded\"", "batch.buckets=[32, 64, 96]",
-                                             "batch.grad_accum=2", "checkpoint.save_every=2",
-                                             "run.steps=6"};
+  // Rows padded to their bucket, not rounded past it (the quickstart rounds
+  // to a multiple of 64).
+  const std::vector<std::string> bucketed = {
+      "batch.mode=\"padded\"", "batch.buckets=[32, 64, 96]", "batch.pad_to_multiple_of=0",
+      "batch.grad_accum=2",    "checkpoint.save_every=2",    "run.steps=6"};
   Recorder straight;
   const RunResult result = execute(bucketed, RunMode::kTrain, straight);
   ASSERT_EQ(result.outcome, RunOutcome::kFinished);
@@ -335,7 +337,8 @@ TEST_F(RunTest, BucketedPaddedBatchesRecordTheirPaddingResumeAndNameThePeakBucke
   expect_same_steps(resumed.steps, {straight.steps.begin() + 2, straight.steps.end()});
 
   Recorder packed;
-  const RunResult plain = execute({"run.name=packed"}, RunMode::kTrain, packed);
+  const RunResult plain =
+      execute({"run.name=packed", "batch.pad_to_multiple_of=0"}, RunMode::kTrain, packed);
   EXPECT_FALSE(plain.peak_shape.has_value()) << "packed batches have no padded shape";
   for (const StepRecord& row : TraceReader::open(plain.trace_path.string()).steps())
     EXPECT_EQ(row.padding_fraction, 0.0);
@@ -350,8 +353,10 @@ TEST_F(RunTest, PaddedPackedBinsLoseWhatUnpaddedOnesLoseAndPlanAsTheyRun) {
     SCOPED_TRACE(dtype);
     const std::string dt = std::string("model.dtype=") + dtype;
     Recorder unpadded, padded, planned;
-    ASSERT_EQ(execute({dt}, RunMode::kTrain, unpadded, {.overwrite = true}).outcome,
-              RunOutcome::kFinished);
+    ASSERT_EQ(
+        execute({dt, "batch.pad_to_multiple_of=0"}, RunMode::kTrain, unpadded, {.overwrite = true})
+            .outcome,
+        RunOutcome::kFinished);
     const std::vector<std::string> set = {dt, "batch.pad_to_multiple_of=32", "run.name=padded"};
     const RunResult real = execute(set, RunMode::kTrain, padded, {.overwrite = true});
     const RunResult plan = execute(set, RunMode::kPlan, planned, {.overwrite = true});
@@ -378,6 +383,31 @@ TEST_F(RunTest, PaddedPackedBinsLoseWhatUnpaddedOnesLoseAndPlanAsTheyRun) {
     EXPECT_TRUE(some_padding);
     expect_same_allocations(real, plan);
   }
+}
+
+// Padded rows rounded up to a multiple: more padding at the end of each row,
+// which no real token attends to (causal) and which has no target.
+TEST_F(RunTest, PaddedRowsRoundedUpLoseWhatRowsToTheLongestLose) {
+  const std::vector<std::string> padded = {"batch.mode=\"padded\"", "batch.micro_batch_size=2"};
+  std::vector<std::string> longest = padded, rounded = padded;
+  longest.push_back("batch.pad_to_multiple_of=0");
+  rounded.insert(rounded.end(), {"batch.pad_to_multiple_of=48", "run.name=rounded"});
+  Recorder to_longest, to_multiple, planned;
+  ASSERT_EQ(execute(longest, RunMode::kTrain, to_longest).outcome, RunOutcome::kFinished);
+  const RunResult real = execute(rounded, RunMode::kTrain, to_multiple);
+  const RunResult plan = execute(rounded, RunMode::kPlan, planned, {.overwrite = true});
+  ASSERT_EQ(real.outcome, RunOutcome::kFinished);
+  ASSERT_EQ(to_multiple.steps.size(), to_longest.steps.size());
+  for (size_t i = 0; i < to_multiple.steps.size(); ++i) {
+    const StepRecord& got = to_multiple.steps[i];
+    const StepRecord& want = to_longest.steps[i];
+    EXPECT_NEAR(got.loss, want.loss, 1e-5 * std::abs(want.loss)) << "step " << got.step;
+    EXPECT_EQ(got.tokens, want.tokens) << "step " << got.step;
+  }
+  for (const StepRecord& row : TraceReader::open(real.trace_path.string()).steps())
+    EXPECT_EQ(row.padded_tokens % (2 * 48), 0)
+        << "step " << row.step << ": two rows, each a multiple of 48";
+  expect_same_allocations(real, plan);
 }
 
 TEST_F(RunTest, AStopRequestEndsTheRunWithACheckpointToResumeFrom) {
