@@ -300,6 +300,59 @@ TEST(GemmPlans, KeepsTheMostRecentlyExecutedPrimitivesOnly) {
   EXPECT_EQ(plans.executable(), GemmPlans::kExecutablePrimitives);
 }
 
+// A step's keys that recur every step (LoRA's 25 on the quickstart) are all
+// kept from the third step on, however many past kExecutablePrimitives;
+// keys new in every step (packed bins of new token counts) are not.
+TEST(GemmPlans, KeepsTheKeysThatRecurEveryStep) {
+  auto key_of = [](size_t i) {
+    return make_gemm_key({static_cast<int64_t>(i + 1), 8, 16}, false, true, DType::kF32,
+                         DType::kF32, 1.0f, 0.0f);
+  };
+  const size_t cycle = GemmPlans::kExecutablePrimitives + 9;
+  GemmPlans recurring;
+  std::vector<uint64_t> made;
+  for (int64_t step = 0; step < 5; ++step) {
+    recurring.at_step(step);
+    const uint64_t before = recurring.primitives_made();
+    for (size_t i = 0; i < cycle; ++i)
+      recurring.primitive(recurring.get(key_of(i)));
+    made.push_back(recurring.primitives_made() - before);
+  }
+  // Steps 0 and 1 at 16: the least recently executed goes first, so a cycle
+  // of 25 misses every key. Step 1 counted 25 recurring keys, so step 2
+  // makes only the 9 its start finds evicted, and then nothing is made.
+  EXPECT_EQ(made, (std::vector<uint64_t>{cycle, cycle, cycle - 16, 0, 0}));
+  EXPECT_EQ(recurring.capacity(), cycle);
+  EXPECT_EQ(recurring.executable(), cycle);
+  recurring.at_step(5);  // the same step again changes nothing
+  recurring.at_step(5);
+  EXPECT_EQ(recurring.capacity(), cycle);
+
+  // New keys every step: nothing recurs, and 16 are kept.
+  GemmPlans fresh;
+  for (int64_t step = 0; step < 4; ++step) {
+    fresh.at_step(step);
+    for (size_t i = 0; i < cycle; ++i)
+      fresh.primitive(fresh.get(key_of(static_cast<size_t>(step) * cycle + i)));
+    EXPECT_EQ(fresh.capacity(), GemmPlans::kExecutablePrimitives) << "step " << step;
+    EXPECT_EQ(fresh.executable(), GemmPlans::kExecutablePrimitives) << "step " << step;
+  }
+
+  // A step that recurs less shrinks the capacity back, evicting the oldest.
+  recurring.at_step(6);  // step 5 executed nothing
+  recurring.primitive(recurring.get(key_of(cycle + 1)));
+  EXPECT_EQ(recurring.capacity(), GemmPlans::kExecutablePrimitives);
+  EXPECT_EQ(recurring.executable(), GemmPlans::kExecutablePrimitives);
+
+  // Steps never announced (a kernel test, a bench): 16, as before.
+  GemmPlans unstepped;
+  for (int round = 0; round < 3; ++round)
+    for (size_t i = 0; i < cycle; ++i)
+      unstepped.primitive(unstepped.get(key_of(i)));
+  EXPECT_EQ(unstepped.capacity(), GemmPlans::kExecutablePrimitives);
+  EXPECT_EQ(unstepped.primitives_made(), 3 * cycle);
+}
+
 TEST(GemmPlans, KeepsTheMostRecentlyUsedDescriptorsOnly) {
   GemmPlans plans;
   auto key_of = [](size_t i) {

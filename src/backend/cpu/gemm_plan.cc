@@ -141,21 +141,36 @@ GemmPlan& GemmPlans::get(const GemmKey& key) {
 const dnnl::matmul& GemmPlans::primitive(GemmPlan& plan) {
   HR_CHECK(plan.route == GemmRoute::kNative || plan.route == GemmRoute::kWidened,
            "gemm: no oneDNN primitive for " + to_string(plan.key));
+  if (plan.executed_step != step_) {
+    if (step_ != std::numeric_limits<int64_t>::min() && plan.executed_step == step_ - 1)
+      ++recurring_;
+    plan.executed_step = step_;
+  }
   if (plan.primitive) {
     recent_.splice(recent_.begin(), recent_, plan.recent);
     return plan.primitive;
   }
-  if (recent_.size() >= kExecutablePrimitives) {
+  // A smaller capacity than before evicts more than one.
+  while (recent_.size() >= capacity_) {
     GemmPlan& oldest = plans_.at(recent_.back());
     oldest.primitive = dnnl::matmul();
     oldest.tail_primitive = dnnl::matmul();
     recent_.pop_back();
   }
+  ++made_;
   plan.primitive = dnnl::matmul(plan.descriptor);
   if (plan.tail_descriptor) plan.tail_primitive = dnnl::matmul(plan.tail_descriptor);
   recent_.push_front(plan.key);
   plan.recent = recent_.begin();
   return plan.primitive;
+}
+
+void GemmPlans::at_step(int64_t step) {
+  if (step == step_) return;
+  // recurring_: the keys of step_ that step_ - 1 executed too.
+  capacity_ = std::clamp(recurring_, kExecutablePrimitives, kPlans);
+  recurring_ = 0;
+  step_ = step;
 }
 
 namespace {
@@ -210,6 +225,7 @@ bool SharedGemmOperands::overlaps_a_shared_operand(const Tensor& x) const {
 
 GemmScratch HostCpuGemmWorkspace::allocate(const Backend& backend, const GemmKey& key,
                                            const Tensor& a, const Tensor& b, const Tensor& c) {
+  plans_.at_step(backend.allocator().step());
   return allocate_gemm_scratch(backend, plans_.get(key), a, b, c, shared_);
 }
 

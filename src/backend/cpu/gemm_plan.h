@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <list>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -85,11 +86,14 @@ struct GemmPlan {
   dnnl::matmul tail_primitive;
   std::list<GemmKey>::iterator recent;  // valid while `primitive` is
   std::list<GemmKey>::iterator used;    // this plan's place in GemmPlans' use order
+  // The training step in which `primitive` was last asked for (GemmPlans::
+  // at_step), to tell the keys that recur every step.
+  int64_t executed_step = std::numeric_limits<int64_t>::min();
 };
 
 // Plans by key, made on first use and kept while among the kPlans most
-// recently used; their executable primitives while among the
-// kExecutablePrimitives most recently executed.
+// recently used; their executable primitives while among the capacity()
+// most recently executed.
 //
 // Why bounded: packed batches give every micro-batch its own token count T,
 // hence new gemm shapes (M = T) nearly every step. Kept for the run, their
@@ -101,9 +105,22 @@ struct GemmPlan {
 // The constructor also sets oneDNN's own primitive cache to hold nothing
 // (dnnl::set_primitive_cache_capacity(0), process-wide): otherwise it keeps
 // every evicted primitive alive up to 1024 entries.
+//
+// How many primitives: kExecutablePrimitives, or more when more keys recur
+// from one training step to the next. A step of the quickstart's model at
+// one token count executes 16 keys, in the same order every step; with LoRA
+// on every projection 25. Least-recently-used over such a cycle longer than
+// the cache misses every time: the LoRA quickstart re-made all 25 primitives
+// every step (26 ms of a bf16 step here, and ~5.5 ms each for a bf16
+// brgemm on an AMX host). So at each new step the capacity becomes the
+// number of keys the step before executed that were also executed in the
+// step before it (at least kExecutablePrimitives, at most kPlans): memory for
+// primitives that are certainly used again, bounded by the model's gemms,
+// not by the data's shapes. Packed bins of ever new token counts recur
+// little (only the loss chunks' fixed shapes), and keep 16.
 class GemmPlans {
  public:
-  // Executable primitives kept at most, and descriptors. A packed step uses
+  // Executable primitives kept at least, and descriptors. A packed step uses
   // about twenty gemm keys (fwd, dX and dW shapes, loss chunks), all with its
   // own token count: the descriptors hold a few steps' worth. Measured on the
   // quickstart (30 steps, AMX host): resident/reserved 1.057 with 32 / 256,
@@ -134,13 +151,25 @@ class GemmPlans {
   // after eviction, and marked most recent. The reference is valid until the
   // next call of primitive().
   const dnnl::matmul& primitive(GemmPlan& plan);
+  // The training step the next primitive() calls belong to (the allocator's,
+  // Allocator::step()). A new step sets capacity() from the step before (the
+  // class comment); the same step again changes nothing.
+  void at_step(int64_t step);
   const dnnl::engine& engine() const { return engine_; }
   size_t size() const { return plans_.size(); }  // <= kPlans
-  // Plans holding an executable primitive now (<= kExecutablePrimitives).
+  // Plans holding an executable primitive now (<= capacity()).
   size_t executable() const { return recent_.size(); }
+  // Executable primitives kept at most now, in [kExecutablePrimitives, kPlans].
+  size_t capacity() const { return capacity_; }
+  // Executable primitives made so far (JIT-compiled: milliseconds each).
+  uint64_t primitives_made() const { return made_; }
 
  private:
   dnnl::engine engine_;
+  size_t capacity_ = kExecutablePrimitives;
+  int64_t step_ = std::numeric_limits<int64_t>::min();
+  size_t recurring_ = 0;  // keys executed in step_ that were in step_ - 1
+  uint64_t made_ = 0;
   std::map<GemmKey, GemmPlan> plans_;
   std::list<GemmKey> recent_;  // keys of plans with a primitive, most recent first
   std::list<GemmKey> used_;    // keys of all plans, most recently used first
