@@ -268,7 +268,8 @@ std::vector<int64_t> visiting_order(std::span<const int64_t> kept, const BatchOp
 
 namespace {
 
-// `width` rounded up to a multiple of pad_to_multiple_of (padded rows).
+// `width` rounded up to a multiple of pad_to_multiple_of (padded rows, and
+// packed bins before their cap).
 int64_t padded_row_width(int64_t width, const BatchOptions& options) {
   const int64_t m = options.pad_to_multiple_of;
   return m > 0 ? (width + m - 1) / m * m : width;
@@ -341,10 +342,9 @@ EpochBins bucketed_bins(const std::vector<int64_t>& visit, std::span<const int64
 
 // A packed bin of `fill` tokens with its padding (the header comment).
 int64_t padded_bin_tokens(int64_t fill, const BatchOptions& options) {
-  const int64_t m = options.pad_to_multiple_of;
-  if (m <= 0) return fill;
-  const int64_t rounded = (fill + m - 1) / m * m;
-  return std::min(rounded, std::max(fill, options.max_tokens_per_micro_batch));
+  if (options.pad_to_multiple_of <= 0) return fill;
+  return std::min(padded_row_width(fill, options),
+                  std::max(fill, options.max_tokens_per_micro_batch));
 }
 
 }  // namespace

@@ -120,12 +120,12 @@ struct GemmPlan {
 // little (only the loss chunks' fixed shapes), and keep 16.
 class GemmPlans {
  public:
-  // Executable primitives kept at least, and descriptors. A packed step uses
-  // about twenty gemm keys (fwd, dX and dW shapes, loss chunks), all with its
-  // own token count: the descriptors hold a few steps' worth. Measured on the
-  // quickstart (30 steps, AMX host): resident/reserved 1.057 with 32 / 256,
-  // 1.025 with 16 / 32, at the same tokens/s; JIT costs little next to a
-  // step.
+  // Executable primitives kept at least, and descriptors kept (hence also
+  // primitives at most). A packed step uses about twenty gemm keys (fwd, dX
+  // and dW shapes, loss chunks), all with its own token count: the
+  // descriptors hold a few steps' worth. Measured on the quickstart (30
+  // steps, AMX host): resident/reserved 1.057 with 32 / 256, 1.025 with 16 /
+  // 32, at the same tokens/s; JIT costs little next to a step.
   static constexpr size_t kExecutablePrimitives = 16;
   static constexpr size_t kPlans = 64;
   // glibc's M_MMAP_THRESHOLD, fixed by the constructor for the whole
