@@ -338,10 +338,15 @@ TEST(GemmPlans, KeepsTheKeysThatRecurEveryStep) {
     EXPECT_EQ(fresh.executable(), GemmPlans::kExecutablePrimitives) << "step " << step;
   }
 
-  // A step that recurs less shrinks the capacity back, evicting the oldest.
-  recurring.at_step(6);  // step 5 executed nothing
-  recurring.primitive(recurring.get(key_of(cycle + 1)));
+  // Keys that stop coming back stop counting kRecurrenceSteps steps after
+  // their last execution (step 4): the capacity shrinks back, and the next
+  // primitive made evicts down to it.
+  recurring.at_step(4 + GemmPlans::kRecurrenceSteps);  // steps 5.. executed nothing
+  EXPECT_EQ(recurring.capacity(), cycle);
+  recurring.at_step(4 + GemmPlans::kRecurrenceSteps + 1);
   EXPECT_EQ(recurring.capacity(), GemmPlans::kExecutablePrimitives);
+  EXPECT_EQ(recurring.executable(), cycle);  // nothing evicted until one is made
+  recurring.primitive(recurring.get(key_of(cycle + 1)));
   EXPECT_EQ(recurring.executable(), GemmPlans::kExecutablePrimitives);
 
   // Steps never announced (a kernel test, a bench): 16, as before.
@@ -351,6 +356,41 @@ TEST(GemmPlans, KeepsTheKeysThatRecurEveryStep) {
       unstepped.primitive(unstepped.get(key_of(i)));
   EXPECT_EQ(unstepped.capacity(), GemmPlans::kExecutablePrimitives);
   EXPECT_EQ(unstepped.primitives_made(), 3 * cycle);
+}
+
+// Length buckets: each step runs the gemms of one of a few shapes, drawn at
+// random, so a shape's keys come back within a few steps but rarely in the
+// very next one. Kept by the previous step's keys alone, a cache of 16 re-made
+// a shape's primitives at nearly every change of shape.
+TEST(GemmPlans, KeepsTheShapesThatComeBackWithinAFewSteps) {
+  constexpr size_t kShapes = 3, kKeysPerShape = 16;  // 48 keys, within kPlans
+  auto key_of = [](size_t shape, size_t i) {
+    return make_gemm_key({static_cast<int64_t>(64 * (shape + 1)), static_cast<int64_t>(i + 1), 8},
+                         false, true, DType::kF32, DType::kF32, 1.0f, 0.0f);
+  };
+  // Gaps of up to 7 steps between a shape's steps, never the same twice in
+  // a row after the first three.
+  const std::vector<size_t> draws = {0, 0, 1, 2, 1, 0, 2, 1, 0, 1, 2, 0, 1, 0, 2, 1,
+                                     2, 0, 1, 2, 0, 1, 0, 2, 1, 2, 1, 0, 1, 2, 0, 2};
+  GemmPlans plans;
+  std::vector<uint64_t> made;
+  for (size_t step = 0; step < draws.size(); ++step) {
+    plans.at_step(static_cast<int64_t>(step));
+    const uint64_t before = plans.primitives_made();
+    for (size_t i = 0; i < kKeysPerShape; ++i)
+      plans.primitive(plans.get(key_of(draws[step], i)));
+    made.push_back(plans.primitives_made() - before);
+  }
+  // A shape counts once it has come back: 0 from step 2, 1 from step 5, 2
+  // from step 7. Until then each new shape evicts the one before (steps 4
+  // to 7 re-make shapes met before); from step 8 on all 48 keys count, and
+  // nothing is made again.
+  const std::vector<uint64_t> warm_up = {16, 0, 16, 16, 16, 16, 16, 16};
+  EXPECT_EQ(std::vector<uint64_t>(made.begin(), made.begin() + 8), warm_up);
+  for (size_t step = 8; step < draws.size(); ++step)
+    EXPECT_EQ(made[step], 0u) << "step " << step;
+  EXPECT_EQ(plans.capacity(), kShapes * kKeysPerShape);
+  EXPECT_EQ(plans.executable(), kShapes * kKeysPerShape);
 }
 
 TEST(GemmPlans, KeepsTheMostRecentlyUsedDescriptorsOnly) {

@@ -142,8 +142,7 @@ const dnnl::matmul& GemmPlans::primitive(GemmPlan& plan) {
   HR_CHECK(plan.route == GemmRoute::kNative || plan.route == GemmRoute::kWidened,
            "gemm: no oneDNN primitive for " + to_string(plan.key));
   if (plan.executed_step != step_) {
-    if (step_ != std::numeric_limits<int64_t>::min() && plan.executed_step == step_ - 1)
-      ++recurring_;
+    plan.previously_executed_step = plan.executed_step;
     plan.executed_step = step_;
   }
   if (plan.primitive) {
@@ -167,10 +166,15 @@ const dnnl::matmul& GemmPlans::primitive(GemmPlan& plan) {
 
 void GemmPlans::at_step(int64_t step) {
   if (step == step_) return;
-  // recurring_: the keys of step_ that step_ - 1 executed too.
-  capacity_ = std::clamp(recurring_, kExecutablePrimitives, kPlans);
-  recurring_ = 0;
   step_ = step;
+  // Executed in two steps at least (while kept), the last of them among
+  // the kRecurrenceSteps steps before `step`.
+  size_t recurring = 0;
+  for (const auto& [key, plan] : plans_)
+    if (plan.previously_executed_step != GemmPlan::kNoStep &&
+        step - plan.executed_step <= kRecurrenceSteps)
+      ++recurring;
+  capacity_ = std::clamp(recurring, kExecutablePrimitives, kPlans);
 }
 
 namespace {

@@ -86,9 +86,12 @@ struct GemmPlan {
   dnnl::matmul tail_primitive;
   std::list<GemmKey>::iterator recent;  // valid while `primitive` is
   std::list<GemmKey>::iterator used;    // this plan's place in GemmPlans' use order
-  // The training step in which `primitive` was last asked for (GemmPlans::
-  // at_step), to tell the keys that recur every step.
-  int64_t executed_step = std::numeric_limits<int64_t>::min();
+  // The last two training steps in which `primitive` was asked for
+  // (GemmPlans::at_step), to tell the keys that recur from step to step;
+  // kNoStep when not (yet).
+  static constexpr int64_t kNoStep = std::numeric_limits<int64_t>::min();
+  int64_t executed_step = kNoStep;
+  int64_t previously_executed_step = kNoStep;
 };
 
 // Plans by key, made on first use and kept while among the kPlans most
@@ -107,17 +110,27 @@ struct GemmPlan {
 // every evicted primitive alive up to 1024 entries.
 //
 // How many primitives: kExecutablePrimitives, or more when more keys recur
-// from one training step to the next. A step of the quickstart's model at
-// one token count executes 16 keys, in the same order every step; with LoRA
-// on every projection 25. Least-recently-used over such a cycle longer than
-// the cache misses every time: the LoRA quickstart re-made all 25 primitives
-// every step (26 ms of a bf16 step here, and ~5.5 ms each for a bf16
-// brgemm on an AMX host). So at each new step the capacity becomes the
-// number of keys the step before executed that were also executed in the
-// step before it (at least kExecutablePrimitives, at most kPlans): memory for
-// primitives that are certainly used again, bounded by the model's gemms,
-// not by the data's shapes. Packed bins of ever new token counts recur
-// little (only the loss chunks' fixed shapes), and keep 16.
+// from step to step. A step of the quickstart's model at one token count
+// executes 16 keys, in the same order every step; with LoRA on every
+// projection 25. Least-recently-used over such a cycle longer than the cache
+// misses every time: the LoRA quickstart re-made all 25 primitives every
+// step (26 ms of a bf16 step here, and ~5.5 ms each for a bf16 brgemm on an
+// AMX host). Length buckets (and padded rows of a few lengths) give each
+// step one of a few shapes, drawn at random: a shape's keys come back within
+// a few steps, seldom in the very next one, and kept by the previous step's
+// recurrence alone each change of shape re-made all of them (511 primitives
+// in 40 bucketed quickstart steps; counting two executions within 8 steps
+// instead still let a rarer bucket's keys drop out and come back: 267). So
+// at each new step the capacity becomes the number of kept plans executed
+// in two steps at least, the last of them among the last kRecurrenceSteps
+// (at least kExecutablePrimitives, at most kPlans): memory for primitives
+// that are used again, bounded by the model's gemms times the few shapes
+// that come back, not by the data's shapes (113 in those 40 steps). Packed
+// bins of ever new token counts recur little (the loss chunks' fixed shapes,
+// a count that comes back by chance) and keep about 16. The price is
+// resident memory outside the allocator: the bucketed and padded quickstart
+// runs' resident sets grew by 0.6-1.8% of their plans (bf16 padded: 1.044
+// to 1.062 times it), nothing next to a real model's plan.
 class GemmPlans {
  public:
   // Executable primitives kept at least, and descriptors kept (hence also
@@ -128,6 +141,12 @@ class GemmPlans {
   // 32, at the same tokens/s; JIT costs little next to a step.
   static constexpr size_t kExecutablePrimitives = 16;
   static constexpr size_t kPlans = 64;
+  // How recently a key that came back must have run to count as recurring:
+  // long enough for the shapes of four or five length buckets drawn at
+  // random to come back (a bucket drawn one step in ten does so within 16
+  // steps four times in five), short enough that shapes a run no longer
+  // meets stop holding primitives soon after.
+  static constexpr int64_t kRecurrenceSteps = 16;
   // glibc's M_MMAP_THRESHOLD, fixed by the constructor for the whole
   // process: blocks of at least this many bytes are mapped on their own and
   // unmapped when freed (the constructor says why).
@@ -152,8 +171,9 @@ class GemmPlans {
   // next call of primitive().
   const dnnl::matmul& primitive(GemmPlan& plan);
   // The training step the next primitive() calls belong to (the allocator's,
-  // Allocator::step()). A new step sets capacity() from the step before (the
-  // class comment); the same step again changes nothing.
+  // Allocator::step()). A new step sets capacity() from the kept plans'
+  // last executions (the class comment); the same step again changes
+  // nothing.
   void at_step(int64_t step);
   const dnnl::engine& engine() const { return engine_; }
   size_t size() const { return plans_.size(); }  // <= kPlans
@@ -167,8 +187,7 @@ class GemmPlans {
  private:
   dnnl::engine engine_;
   size_t capacity_ = kExecutablePrimitives;
-  int64_t step_ = std::numeric_limits<int64_t>::min();
-  size_t recurring_ = 0;  // keys executed in step_ that were in step_ - 1
+  int64_t step_ = GemmPlan::kNoStep;
   uint64_t made_ = 0;
   std::map<GemmKey, GemmPlan> plans_;
   std::list<GemmKey> recent_;  // keys of plans with a primitive, most recent first
