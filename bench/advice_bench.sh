@@ -7,6 +7,7 @@
 #
 #   bash bench/advice_bench.sh     (from the repository root, after a build)
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 root=$(pwd)
 bin=${HEADROOM:-$root/build/headroom}
 work=$(mktemp -d)
@@ -14,7 +15,6 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"
 seeds=$root/experiments/postmortems
 
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 # case name | headroom arguments
 cases=(
@@ -48,8 +48,8 @@ for c in "${cases[@]}"; do
     esac
     inner+=("$s")
   done
-  wall=$(printf '%s\n' "${walls[@]}" | median)
-  adv=$(printf '%s\n' "${inner[@]}" | median)
+  wall=$(printf '%s\n' "${walls[@]}" | bench_median)
+  adv=$(printf '%s\n' "${inner[@]}" | bench_median)
   per=$(echo "scale=1; 1000 * $adv / $plans" | bc)
   printf '| %-32s | %6s | %12.2f | %15.2f | %13s |\n' "$name" "$plans" "$wall" "$adv" "$per"
 done

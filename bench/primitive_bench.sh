@@ -22,9 +22,8 @@ set -euo pipefail
 a=$(realpath "$1") b=$(realpath "$2")
 steps=${3:-40}
 rounds=${4:-3}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
+. "$(dirname "$0")/lib.sh"
+bench_enter_scratch
 
 shape_sets() {  # shape -> its --set arguments
   case $1 in
@@ -45,23 +44,14 @@ run() {  # bin name shape dtype
 }
 
 measure() {  # name -> "rss/plan tok/s"
-  /usr/bin/python3 - "$1" <<'PY'
-import re, sys, h5py, numpy as np
-name = sys.argv[1]
-ratio = re.search(r"\(ratio ([0-9.]+)\)", open(f"{name}.log").read()).group(1)
-s = h5py.File(f"results/{name}/trace.rank0.h5", "r")["steps"][:]
-rest = s[2:] if len(s) > 2 else s
-print(ratio, f"{np.median(rest['tokens_per_second']):.0f}")
-PY
+  echo "$(bench_rss_ratio "$1.log") $(bench_trace_rate "results/$1/trace.rank0.h5")"
 }
-
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 
 # The quickstart's data, made once outside the timed runs.
 "$a" train --set run.steps=2 --set schedule.warmup_steps=1 > /dev/null 2>&1
 
 printf 'host: %s; A = %s, B = %s; %s steps, %s rounds\n\n' \
-  "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" "$a" "$b" "$steps" "$rounds"
+  "$(bench_host)" "$a" "$b" "$steps" "$rounds"
 printf '| shape | dtype | binary | primitives made | rss/plan | tok/s per round | median tok/s | B / A |\n'
 printf '|---|---|---|---|---|---|---|---|\n'
 for shape in packed padded buckets lora; do
@@ -80,10 +70,10 @@ for shape in packed padded buckets lora; do
       bin=$a; [ $name = B ] && bin=$b
       ONEDNN_VERBOSE=2 run "$bin" "$shape-$dtype-$name-verbose" "$shape" "$dtype"
       made=$(grep -c ',create:' "$shape-$dtype-$name-verbose.log" || true)
-      rate=$(echo "${rates[$name]}" | median)
+      rate=$(echo "${rates[$name]}" | bench_median)
       [ -z "$base" ] && base=$rate
       printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$shape" "$dtype" "$name" "$made" \
-        "$(echo "${ratios[$name]}" | median)" "$(echo ${rates[$name]} | tr ' ' '/')" "$rate" \
+        "$(echo "${ratios[$name]}" | bench_median)" "$(echo ${rates[$name]} | tr ' ' '/')" "$rate" \
         "$(awk -v x="$rate" -v y="$base" 'BEGIN {printf "%.2f", x / y}')"
     done
     unset rates ratios

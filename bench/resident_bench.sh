@@ -9,19 +9,13 @@
 set -euo pipefail
 a=$(realpath "$1") b=$(realpath "$2")
 runs=${3:-3} steps=${4:-30}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
+. "$(dirname "$0")/lib.sh"
+bench_enter_scratch
 
 measure() {  # bin isa -> "ratio tok/s"
   env ${2:+DNNL_MAX_CPU_ISA=$2} "$1" train --overwrite --set run.steps="$steps" \
     --set schedule.warmup_steps=2 > run.log 2>&1
-  /usr/bin/python3 - <<'PY'
-import re, h5py, numpy as np
-ratio = re.search(r"\(ratio ([0-9.]+)\)", open("run.log").read()).group(1)
-s = h5py.File("results/quickstart/trace.rank0.h5", "r")["steps"][:]
-print(ratio, f"{np.median(s['tokens_per_second'][1:]):.0f}")
-PY
+  echo "$(bench_rss_ratio run.log) $(bench_trace_rate results/quickstart/trace.rank0.h5 1)"
 }
 
 printf '| kernels | binary | rss/plan (median of %d) | median tok/s | runs (ratio, tok/s) |\n' "$runs"
@@ -37,9 +31,8 @@ for isa in "" AVX2; do
   done
   for name in A B; do
     bin=$a; [ "$name" = B ] && bin=$b
-    med() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
     printf '| %s | %s | %s | %s | %s|\n' "${isa:-default}" "$name: $(basename "$bin")" \
-      "$(echo "${ratios[$name]}" | med)" "$(echo "${rates[$name]}" | med)" "${all[$name]}"
+      "$(echo "${ratios[$name]}" | bench_median)" "$(echo "${rates[$name]}" | bench_median)" "${all[$name]}"
   done
   unset ratios rates all
 done

@@ -20,9 +20,8 @@ set -euo pipefail
 steps=${1:-40}
 rounds=${2:-3}
 bin=$(realpath "${HEADROOM:-build/headroom}")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
+. "$(dirname "$0")/lib.sh"
+bench_enter_scratch
 
 run() {  # name mode dtype multiple [extra --set ...]
   local name=$1 mode=$2 dtype=$3 m=$4
@@ -34,21 +33,20 @@ run() {  # name mode dtype multiple [extra --set ...]
 }
 
 medians() {  # name -> "tok/s tokens-computed-per-counted"
-  /usr/bin/python3 - "$1" <<'PY'
-import sys, h5py, numpy as np
+  echo "$(bench_trace_rate "results/$1/trace.rank0.h5") $(/usr/bin/python3 - "$1" <<'PY'
+import sys, h5py
 with h5py.File(f"results/{sys.argv[1]}/trace.rank0.h5", "r") as f:
     s = f["steps"][:]
-rest = s[2:] if len(s) > 2 else s
-print(f"{np.median(rest['tokens_per_second']):.0f} "
-      f"{s['padded_tokens'].sum() / s['tokens'].sum():.4f}")
+print(f"{s['padded_tokens'].sum() / s['tokens'].sum():.4f}")
 PY
+)"
 }
 
 # The quickstart's data, made once outside the timed runs.
 "$bin" train --set run.steps=2 --set schedule.warmup_steps=1 > /dev/null 2>&1
 
 printf 'host: %s, %s, %s steps, %s rounds\n\n' \
-  "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" "$bin" "$steps" "$rounds"
+  "$(bench_host)" "$bin" "$steps" "$rounds"
 printf '| mode | dtype | m | token counts | primitives made | tokens computed / targets | tok/s per round | median | ratio |\n'
 printf '|---|---|---|---|---|---|---|---|---|\n'
 for mode in packed padded; do
@@ -70,7 +68,7 @@ for mode in packed padded; do
 j = json.load(sys.stdin)
 print(len({b["tokens"] for s in j["steps"] for r in s["ranks"] for b in r["micro_batches"]}))')
       ratio=$(medians "$mode-$dtype-$m-0" | cut -d' ' -f2)
-      median=$(printf '%s\n' ${rates[$m]} | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+      median=$(echo "${rates[$m]}" | bench_median)
       [ -z "$base" ] && base=$median
       printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$mode" "$dtype" "$m" "$counts" \
         "$made" "$ratio" "$(echo ${rates[$m]} | tr ' ' '/')" "$median" \

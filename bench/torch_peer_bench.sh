@@ -25,6 +25,7 @@
 # rounds > 1 alternates the two systems that many times and takes the median
 # of the rounds' medians: on a shared machine load drifts between runs.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 steps=${1:-10}
 rounds=${2:-1}
 preset=${3:-tiny}
@@ -151,7 +152,7 @@ print(f"{B * S / statistics.median(times[1:]):.0f}")
 PY
 }
 
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+median() { echo "$@" | bench_median; }
 
 # Model FLOPs per token of the shape (causal rows of S: (S + 1) / 2 visible
 # keys per query).

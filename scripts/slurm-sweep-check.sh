@@ -67,40 +67,7 @@ wait_for_job() {
   done
 }
 
-cat >exp.toml <<'TOML'
-[run]
-name = "tiny"
-steps = 3
-
-[data]
-path = "data/markov.h5"
-synthesize_if_missing = true
-synthetic_documents = 60
-
-[batch]
-max_tokens_per_micro_batch = 256
-
-[loss]
-chunk_size = 128
-
-[schedule]
-warmup_steps = 1
-
-[memory]
-device_capacity = "2GiB"
-
-# 2 x 3 tasks; the two with 1 MiB do not fit and stay out of the array.
-[sweep]
-"zero.stage" = [0, 1]
-
-[sweep.zip]
-"optimizer.lr" = [1e-3, 3e-4, 1e-4]
-"memory.device_capacity" = ["2GiB", "1MiB", "2GiB"]
-
-[sweep.slurm]
-cpus_per_task = 1
-time = "00:10:00"
-TOML
+cp "$here/sweep-fixture.toml" exp.toml
 
 echo "== headroom sweep exp.toml --out sw --parallel 2 --submit"
 rc=0

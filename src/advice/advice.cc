@@ -8,9 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <system_error>
 
-#include "comm/communicator.h"
 #include "data/token_dataset.h"
-#include "train/run.h"
+#include "train/plan_ranks.h"
 #include "util/bytes.h"
 #include "util/error.h"
 
@@ -200,23 +199,6 @@ std::vector<Knob> knob_catalogue(const ExperimentConfig& c, int world_size,
 
 namespace {
 
-// Sums what the plan's steps processed, for the step's cost.
-class ShapeObserver : public RunObserver {
- public:
-  void on_step(const StepReport& r) override {
-    ++steps_;
-    tokens_ += static_cast<double>(r.record.padded_tokens);
-    longest_ += static_cast<double>(r.record.longest_sample);
-  }
-  int64_t steps() const { return steps_; }
-  double mean_tokens() const { return steps_ ? tokens_ / static_cast<double>(steps_) : 0; }
-  double mean_longest() const { return steps_ ? longest_ / static_cast<double>(steps_) : 0; }
-
- private:
-  int64_t steps_ = 0;
-  double tokens_ = 0, longest_ = 0;
-};
-
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -236,6 +218,35 @@ StepShape shape_of(const ExperimentConfig& c, double tokens, double longest) {
 
 }  // namespace
 
+PlanFigures figures_of(const ExperimentConfig& config, int world_size,
+                       const std::vector<RunResult>& ranks, int first_rank) {
+  PlanFigures figures;
+  figures.ran = true;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const RunResult& r = ranks[i];
+    const int rank = first_rank + static_cast<int>(i);
+    figures.peak_allocated = std::max(figures.peak_allocated, r.memory.peak_allocated);
+    figures.peak_reserved = std::max(figures.peak_reserved, r.memory.peak_reserved);
+    figures.capacity = r.capacity;
+    if (r.oom && !figures.out_of_memory) {
+      figures.out_of_memory = true;
+      figures.oom_tag = r.oom->tag + " in " + std::string(name_of(r.oom->phase));
+      if (r.oom->step >= 0) figures.oom_tag += ", step " + std::to_string(r.oom->step);
+      if (world_size > 1) figures.oom_tag += ", rank " + std::to_string(rank);
+    }
+    if (i == 0) {
+      const double steps = static_cast<double>(r.next_step - r.first_step);
+      figures.shape =
+          shape_of(config, steps > 0 ? static_cast<double>(r.padded_tokens_sum) / steps : 0,
+                   steps > 0 ? static_cast<double>(r.longest_sample_sum) / steps : 0);
+      figures.shape.allocations =
+          steps > 0 ? static_cast<double>(r.step_allocations_sum) / steps : 0;
+    }
+    if (figures.out_of_memory) break;
+  }
+  return figures;
+}
+
 PlanFigures plan_with(const ExperimentConfig& config, int world_size,
                       const std::vector<std::string>& overrides, const fs::path& scratch) {
   const auto start = std::chrono::steady_clock::now();
@@ -246,29 +257,10 @@ PlanFigures plan_with(const ExperimentConfig& config, int world_size,
   all.push_back("trace.memory_events=false");
   try {
     const ExperimentConfig planned = load_config_string(to_toml(config), "counterfactual", all);
-    for (int rank = 0; rank < world_size; ++rank) {
-      std::unique_ptr<Communicator> comm =
-          world_size > 1 ? make_simulated_comm(rank, world_size) : make_single_rank_comm();
-      Run run(planned, RunMode::kPlan, *comm, RunControl{true, nullptr});
-      ShapeObserver observer;
-      const RunResult r = run.execute(observer);
-      figures.peak_allocated = std::max(figures.peak_allocated, r.memory.peak_allocated);
-      figures.peak_reserved = std::max(figures.peak_reserved, r.memory.peak_reserved);
-      figures.capacity = r.capacity;
-      if (r.oom && !figures.out_of_memory) {
-        figures.out_of_memory = true;
-        figures.oom_tag = r.oom->tag + " in " + std::string(name_of(r.oom->phase));
-        if (r.oom->step >= 0) figures.oom_tag += ", step " + std::to_string(r.oom->step);
-        if (world_size > 1) figures.oom_tag += ", rank " + std::to_string(rank);
-      }
-      if (rank == 0) {
-        figures.shape = shape_of(planned, observer.mean_tokens(), observer.mean_longest());
-        figures.shape.allocations = static_cast<double>(r.memory.num_allocs) /
-                                    static_cast<double>(std::max<int64_t>(1, observer.steps()));
-      }
-      if (figures.out_of_memory) break;
-    }
-    figures.ran = true;
+    figures = figures_of(
+        planned, world_size,
+        plan_ranks(planned, world_size,
+                   PlanRanksControl{.overwrite = true, .stop_at_first_oom = true, .observer = {}}));
   } catch (const UsageError& e) {
     figures.usage_error = e.what();
   }
@@ -290,12 +282,13 @@ std::vector<int64_t> document_lengths(const ExperimentConfig& c) {
 
 }  // namespace
 
-Advice advise(const ExperimentConfig& config, int world_size, const fs::path& scratch) {
+Advice advise(const ExperimentConfig& config, int world_size, const PlanFigures& failed,
+              const fs::path& scratch) {
   const auto start = std::chrono::steady_clock::now();
   Advice advice;
   advice.rates = device_rates(config);
   const ModelConfig model = run_settings_of(config, RunMode::kPlan, world_size, 0).model;
-  advice.baseline = plan_with(config, world_size, {}, scratch);
+  advice.baseline = failed;
 
   std::vector<int64_t> lengths;
   try {

@@ -18,6 +18,7 @@
 
 #include "advice/step_cost.h"
 #include "config/config.h"
+#include "train/run.h"
 
 namespace headroom {
 
@@ -57,16 +58,24 @@ struct PlanFigures {
   uint64_t peak_allocated = 0;
   uint64_t peak_reserved = 0;
   uint64_t capacity = 0;  // the allocator's (0: unlimited)
-  StepShape shape;        // rank 0's mean step
+  StepShape shape;        // the first rank's mean step
   double seconds = 0;     // wall time of the plan(s)
   bool fits() const {
     return ran && !out_of_memory && (capacity == 0 || peak_reserved <= capacity);
   }
 };
 
-// Plans `config` with `overrides` applied (all ranks of `world_size`,
-// simulated, one after another) into throwaway folders under `scratch`,
-// which is removed afterwards; nothing else is written.
+// The figures of a plan's or a run's ranks `ranks`, which are ranks
+// first_rank, first_rank + 1, ... of `world_size` running `config`: the
+// highest peaks up to and including the first rank that ran out of memory,
+// the step shape of the first of them.
+PlanFigures figures_of(const ExperimentConfig& config, int world_size,
+                       const std::vector<RunResult>& ranks, int first_rank = 0);
+
+// Plans `config` with `overrides` applied (train/plan_ranks.h: the ranks
+// of `world_size`, simulated, one after another, up to the first that runs
+// out of memory) into throwaway folders under `scratch`, which is removed
+// afterwards; nothing else is written.
 PlanFigures plan_with(const ExperimentConfig& config, int world_size,
                       const std::vector<std::string>& overrides,
                       const std::filesystem::path& scratch);
@@ -81,7 +90,7 @@ struct Counterfactual {
 };
 
 struct Advice {
-  PlanFigures baseline;  // the plan that ran out of memory (as re-planned)
+  PlanFigures baseline;  // the plan or run that ran out of memory
   DeviceRates rates;
   std::vector<Counterfactual> fits;         // ranked: tier, then extra step time
   std::vector<Counterfactual> not_fitting;  // planned, still out of memory (lowest peak first)
@@ -92,10 +101,12 @@ struct Advice {
   double seconds = 0;  // wall time of all the plans
 };
 
-// Re-plans `config` (which ran out of memory at `world_size` ranks) with
-// every knob of the catalogue. `scratch` is a folder it may create and
-// removes.
-Advice advise(const ExperimentConfig& config, int world_size, const std::filesystem::path& scratch);
+// Re-plans `config`, which ran out of memory at `world_size` ranks with the
+// figures `failed` (figures_of the failed plan's or run's ranks: it is not
+// planned again), with every knob of the catalogue. `scratch` is a folder
+// it may create and removes.
+Advice advise(const ExperimentConfig& config, int world_size, const PlanFigures& failed,
+              const std::filesystem::path& scratch);
 
 // The text `plan` and `train` print after a postmortem: the first line is the
 // cheapest change that fits as the --set to use.

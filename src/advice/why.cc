@@ -1,6 +1,7 @@
 #include "advice/why.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "data/batcher.h"
 #include "data/token_dataset.h"
@@ -54,10 +55,9 @@ std::string growth_finding(const Postmortem& pm) {
 }
 
 // The failing step's batch on this rank against its budget.
-std::string batch_finding(const ExperimentConfig& config, int rank, int world_size,
+std::string batch_finding(const ExperimentConfig& config, const RunSettings& s, int rank,
                           const Postmortem& pm) {
   if (pm.step < 0) return "";
-  const RunSettings s = run_settings_of(config, RunMode::kPlan, world_size, rank);
   const TokenDataset dataset = TokenDataset::open(s.data_path, 0);
   BatchOptions options = s.batch;
   options.pad_id = 0;
@@ -97,11 +97,18 @@ OomExplanation explain_oom(const ExperimentConfig& config, int rank, int world_s
                            const Postmortem& pm) {
   OomExplanation e;
   e.findings.push_back(growth_finding(pm));
+  // The rank's settings, read once for the batch and the device: without
+  // them neither finding can be had.
+  std::optional<RunSettings> settings;
   try {
-    const std::string batch = batch_finding(config, rank, world_size, pm);
+    settings = run_settings_of(config, RunMode::kPlan, world_size, rank);
+  } catch (const Error&) {
+  }
+  try {
+    const std::string batch = settings ? batch_finding(config, *settings, rank, pm) : "";
     if (!batch.empty()) e.findings.push_back(batch);
   } catch (const Error&) {
-    // No dataset or settings to re-derive the batch from: say nothing of it.
+    // No dataset to re-derive the batch from: say nothing of it.
   }
   // Kept loss chunks, and saved activations per block.
   for (const LiveGroup& g : pm.live_groups) {
@@ -141,20 +148,17 @@ OomExplanation explain_oom(const ExperimentConfig& config, int rank, int world_s
     e.findings.push_back(line);
   }
   // Outside the allocator.
-  try {
-    const RunSettings s = run_settings_of(config, RunMode::kPlan, world_size, rank);
-    if (s.device) {
-      uint64_t outside = 0;
-      std::string parts;
-      for (const BudgetLine& line : s.device->lines) {
-        outside += line.bytes;
-        parts += (parts.empty() ? "" : ", ") + line.name + " " + format_bytes(line.bytes);
-      }
-      e.findings.push_back("outside the allocator: " + format_bytes(outside) + " of the " +
-                           format_bytes(s.device->usable_bytes) + " usable on " +
-                           std::string(s.device->preset->name) + " (" + parts + ")");
+  if (settings && settings->device) {
+    const DeviceBudget& device = *settings->device;
+    uint64_t outside = 0;
+    std::string parts;
+    for (const BudgetLine& line : device.lines) {
+      outside += line.bytes;
+      parts += (parts.empty() ? "" : ", ") + line.name + " " + format_bytes(line.bytes);
     }
-  } catch (const Error&) {
+    e.findings.push_back("outside the allocator: " + format_bytes(outside) + " of the " +
+                         format_bytes(device.usable_bytes) + " usable on " +
+                         std::string(device.preset->name) + " (" + parts + ")");
   }
   return e;
 }

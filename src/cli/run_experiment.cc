@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "advice/advice.h"
+#include "advice/oom_follow_up.h"
 #include "advice/why.h"
 #include "comm/mpi_comm.h"
 #include "config/config.h"
@@ -18,6 +19,7 @@
 #include "trace/oom_advice.h"
 #include "trace/reader.h"
 #include "train/merge_adapters.h"
+#include "train/plan_ranks.h"
 #include "train/run.h"
 #include "util/bytes.h"
 #include "util/error.h"
@@ -300,45 +302,36 @@ int exit_code_of(const RunResult& result) {
   throw InternalError("unknown run outcome");
 }
 
-// A rank's out-of-memory, for the advice that follows it.
-struct RankOom {
-  int rank = 0;
-  std::filesystem::path trace;
-  Postmortem postmortem;
-};
-
 // After an out-of-memory: why it ran out (printed to stderr after the
-// postmortem), then, unless `advise` is false, the same schedule re-planned
-// with one change at a time and what fits; both added to the traces of the
-// ranks that failed (/oom/advice). Advice that cannot be had (a disk too
-// full for its plans) is said and skipped: the postmortem is already safe.
+// postmortem), then, unless `advise_too` is false, the same schedule
+// re-planned with one change at a time and what fits, measured against the
+// failed plan's figures `failed` (or, for a training, its re-plan); both
+// added to the traces of the ranks that failed (advice/oom_follow_up.h).
+// Advice that cannot be had (a disk too full for its plans) is said and
+// skipped: the postmortem is already safe.
 void explain_and_advise(const ExperimentConfig& config, int world_size,
-                        const std::vector<RankOom>& ooms, bool advise_too) {
-  std::vector<nlohmann::json> whys;
+                        const std::vector<RankOom>& ooms, const PlanFigures* failed,
+                        bool advise_too) {
+  std::vector<OomExplanation> whys;
   for (const RankOom& oom : ooms) {
-    const OomExplanation why = explain_oom(config, oom.rank, world_size, oom.postmortem);
-    if (&oom == &ooms.front()) std::fprintf(stderr, "%s", format_explanation(why).c_str());
-    whys.push_back(why.findings);
+    whys.push_back(explain_oom(config, oom.rank, world_size, oom.postmortem));
+    if (&oom == &ooms.front()) std::fprintf(stderr, "%s", format_explanation(whys.back()).c_str());
   }
-  nlohmann::json advice_of_run = nlohmann::json::object();
+  std::string advice_text;
   if (advise_too) {
-    const std::filesystem::path scratch =
-        std::filesystem::temp_directory_path() /
-        ("headroom-advice-" + std::to_string(static_cast<long long>(::getpid())));
+    const std::filesystem::path scratch = advice_scratch_folder();
     try {
-      const Advice advice = advise(config, world_size, scratch);
+      // A training's own figures are one rank's: its plan has them all.
+      const PlanFigures baseline = failed ? *failed : plan_with(config, world_size, {}, scratch);
+      const Advice advice = advise(config, world_size, baseline, scratch);
       std::fprintf(stderr, "%s", format_advice(advice).c_str());
-      advice_of_run = nlohmann::json::parse(advice_json(advice));
+      advice_text = advice_json(advice);
     } catch (const Error& e) {
       std::fprintf(stderr, "\nno advice: %s\n", e.what());
     }
   }
   try {
-    for (size_t i = 0; i < ooms.size(); ++i) {
-      nlohmann::json stored = advice_of_run;
-      stored["why"] = whys[i];
-      write_oom_advice(ooms[i].trace.string(), stored.dump(1));
-    }
+    store_oom_follow_up(ooms, whys, advice_text);
     if (!ooms.empty())
       std::fprintf(stderr, "  %s written to %s (/oom/advice)\n",
                    advise_too ? "why and what would fit" : "why", ooms.front().trace.c_str());
@@ -374,8 +367,9 @@ int run_single(const RunOptions& options, RunMode mode, Communicator& comm) {
   const RunResult result = run_rank(config, options, mode, comm, stdout);
   if (result.oom) {
     std::fflush(stdout);
+    const PlanFigures planned = figures_of(config, comm.world_size(), {result}, comm.rank());
     explain_and_advise(config, comm.world_size(), {{comm.rank(), result.trace_path, *result.oom}},
-                       options.advise);
+                       mode == RunMode::kPlan ? &planned : nullptr, options.advise);
   }
   return exit_code_of(result);
 }
@@ -384,20 +378,26 @@ int run_single(const RunOptions& options, RunMode mode, Communicator& comm) {
 // simulated communicator with its own batches. Rank 0 prints its plan as a
 // single-rank plan does; then a table of every rank's peaks. The exit code
 // is the worst rank's.
-int plan_ranks(const RunOptions& options) {
+int plan_world(const RunOptions& options) {
   const ExperimentConfig config = load(options);
   if (options.print_config) {
     std::fputs(to_toml(config).c_str(), stdout);
     return 0;
   }
-  std::vector<RunResult> results;
+  std::vector<std::unique_ptr<PrintingObserver>> observers;
+  for (int rank = 0; rank < options.world_size; ++rank)
+    observers.push_back(
+        std::make_unique<PrintingObserver>(rank == 0 ? stdout : nullptr, rank, options.world_size));
+  const std::vector<RunResult> results =
+      plan_ranks(config, options.world_size,
+                 PlanRanksControl{.overwrite = options.overwrite,
+                                  .stop_at_first_oom = false,
+                                  .observer = [&](int rank) -> RunObserver& {
+                                    return *observers[static_cast<size_t>(rank)];
+                                  }});
   int worst = 0;
-  for (int rank = 0; rank < options.world_size; ++rank) {
-    std::unique_ptr<Communicator> comm = make_simulated_comm(rank, options.world_size);
-    results.push_back(
-        run_rank(config, options, RunMode::kPlan, *comm, rank == 0 ? stdout : nullptr));
-    worst = std::max(worst, exit_code_of(results.back()));
-  }
+  for (const RunResult& r : results)
+    worst = std::max(worst, exit_code_of(r));
   const uint64_t capacity = config.memory.device_capacity;
   std::printf("\nplan of %d data-parallel ranks (zero.stage %d), peaks per rank:\n",
               options.world_size, config.zero.stage);
@@ -424,7 +424,8 @@ int plan_ranks(const RunOptions& options) {
       ooms.push_back({static_cast<int>(rank), results[rank].trace_path, *results[rank].oom});
   if (!ooms.empty()) {
     std::fflush(stdout);
-    explain_and_advise(config, options.world_size, ooms, options.advise);
+    const PlanFigures planned = figures_of(config, options.world_size, results);
+    explain_and_advise(config, options.world_size, ooms, &planned, options.advise);
   }
   return worst;
 }
@@ -445,7 +446,7 @@ int export_merged(const RunOptions& options, const std::string& adapter, const s
 int run_experiment(const RunOptions& options, RunMode mode) {
   // Only `train` under an MPI launcher starts MPI: a plain `headroom plan`
   // or `train` stays a single process that needs no launcher.
-  if (mode == RunMode::kPlan && options.world_size > 1) return plan_ranks(options);
+  if (mode == RunMode::kPlan && options.world_size > 1) return plan_world(options);
   if (mode == RunMode::kTrain && srun_tasks_without_mpi() > 0)
     throw UsageError("srun started " + std::to_string(srun_tasks_without_mpi()) +
                      " tasks without an MPI plugin, so each would train alone: launch with "

@@ -1,10 +1,8 @@
 #include "sweep/plan_tasks.h"
 
 #include <algorithm>
-#include <memory>
 
-#include "comm/communicator.h"
-#include "train/run.h"
+#include "train/plan_ranks.h"
 #include "util/bytes.h"
 
 namespace headroom {
@@ -26,17 +24,17 @@ uint64_t TaskPlan::max_peak_allocated() const {
 TaskPlan plan_task(const ExperimentConfig& config, int world_size, bool overwrite) {
   TaskPlan plan;
   const RankPlan* first_oom = nullptr;
-  for (int rank = 0; rank < world_size; ++rank) {
-    std::unique_ptr<Communicator> comm =
-        world_size == 1 ? make_single_rank_comm() : make_simulated_comm(rank, world_size);
-    Run run(config, RunMode::kPlan, *comm, RunControl{overwrite, nullptr});
-    RunObserver quiet;  // the sweep prints one table row per task instead
-    const RunResult result = run.execute(quiet);
+  // Quiet: the sweep prints one table row per task instead.
+  const std::vector<RunResult> results = plan_ranks(
+      config, world_size,
+      PlanRanksControl{.overwrite = overwrite, .stop_at_first_oom = false, .observer = {}});
+  for (size_t rank = 0; rank < results.size(); ++rank) {
+    const RunResult& result = results[rank];
     RankPlan r;
-    r.rank = rank;
+    r.rank = static_cast<int>(rank);
     r.peak_allocated = result.memory.peak_allocated;
     r.peak_reserved = result.memory.peak_reserved;
-    if (result.outcome == RunOutcome::kOutOfMemory && result.oom) {
+    if (result.oom) {
       r.out_of_memory = true;
       r.oom_tag = result.oom->tag;
       r.oom_phase = std::string(name_of(result.oom->phase));

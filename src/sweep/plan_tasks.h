@@ -1,6 +1,6 @@
-// Planning a sweep's tasks before any is queued: each task's run on the
-// meta backend (train/run.h, RunMode::kPlan, the one code path `headroom
-// plan` takes), once per rank of its job shape, against its target device
+// Planning a sweep's tasks before any is queued: each task's ranks planned
+// on the meta backend (train/plan_ranks.h, the one code path `headroom plan`
+// takes), once per rank of its job shape, against its target device
 // (run.backend, memory.device / memory.device_capacity).
 #pragma once
 

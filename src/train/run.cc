@@ -488,6 +488,9 @@ RunResult Run::execute(RunObserver& observer) {
       result.peak_step_allocated = std::max(result.peak_step_allocated, record.peak_allocated);
       result.peak_step_reserved = std::max(result.peak_step_reserved, record.peak_reserved);
       result.longest_sample = std::max(result.longest_sample, record.longest_sample);
+      result.padded_tokens_sum += record.padded_tokens;
+      result.longest_sample_sum += record.longest_sample;
+      result.step_allocations_sum += trainer.last_step_allocations();
       const bool last = step + 1 == s.steps;
       if ((step + 1) % s.flush_every == 0 || last) {
         trace.flush(allocator.tags());

@@ -95,6 +95,14 @@ struct RunResult {
   uint64_t peak_step_allocated = 0;
   uint64_t peak_step_reserved = 0;
   int64_t longest_sample = 0;
+  // Sums over the steps this run completed (next_step - first_step of
+  // them), for the mean step a cost model prices: tokens processed
+  // (padding included), each step's longest sample, and the allocator
+  // requests each step made (exact: counted from the trainer's
+  // reset_peaks, initialization not in them).
+  int64_t padded_tokens_sum = 0;
+  int64_t longest_sample_sum = 0;
+  uint64_t step_allocations_sum = 0;
   // Padded batches: the shape that set peak_step_allocated, i.e. the
   // costliest micro-batch (rows x width) of the step with the highest peak,
   // and its bucket (-1 without batch.buckets).

@@ -46,6 +46,7 @@ StepRecord Trainer::step(int64_t step, const std::vector<Batch>& micro_batches) 
   const auto t0 = std::chrono::steady_clock::now();
   allocator.set_step(step);
   allocator.reset_peaks();
+  const uint64_t allocations_at_start = allocator.stats().num_allocs;
 
   StepRecord record;
   record.step = step;
@@ -145,6 +146,7 @@ StepRecord Trainer::step(int64_t step, const std::vector<Batch>& micro_batches) 
 
   record.peak_allocated = allocator.peak_allocated();
   record.peak_reserved = allocator.peak_reserved();
+  step_allocations_ = allocator.stats().num_allocs - allocations_at_start;
   record.step_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   record.tokens_per_second = record.step_seconds > 0

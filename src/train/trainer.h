@@ -54,6 +54,10 @@ class Trainer {
 
   // Whether the last step was skipped for a dynamic loss scale's overflow.
   bool overflowed() const { return overflowed_; }
+  // The allocator requests the last step made, counted from its
+  // reset_peaks() on: exact per step, initialization not in it (the
+  // exact allocator's segment calls per step, advice/step_cost.h).
+  uint64_t last_step_allocations() const { return step_allocations_; }
   // The scale the next step uses, and the updates in a row since it last
   // changed: what a checkpoint keeps.
   double loss_scale() const { return scale_; }
@@ -86,6 +90,7 @@ class Trainer {
   double scale_ = 1.0;       // the loss scale of the next step
   int64_t clean_steps_ = 0;  // updates since the scale last changed (dynamic)
   bool overflowed_ = false;
+  uint64_t step_allocations_ = 0;  // of the last step
 };
 
 }  // namespace headroom
