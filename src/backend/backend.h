@@ -299,10 +299,11 @@ class Backend final {
   std::unique_ptr<Kernels> kernels_;  // null: meta
 };
 
-// The one factory: `kind` computes (cpu) or only plans (meta) for `target`.
-// cpu runs on its host, so its target is kHostCpu; cuda is refused until its
-// kernel table lands (the cuda issue). Throws InternalError for a pair that
-// does not exist.
+// The one factory: `kind` computes (cpu, cuda) or only plans (meta) for
+// `target`. cpu runs on its host, so its target is kHostCpu; cuda runs on
+// the device of the process's local rank. Throws InternalError for a pair
+// that does not exist, UsageError for cuda in a build without the CUDA
+// toolkit or on a machine without a device.
 // `cublaslt_workspace_bytes`: a cuda target's workspace (its architecture's,
 // memory/device_preset.h); ignored for a host-cpu target.
 std::unique_ptr<Backend> make_backend(BackendKind kind, TargetDevice target, Allocator& allocator,
@@ -328,5 +329,12 @@ class SharedGemmOperand {
   GemmWorkspace* workspace_;  // null once moved from
   Tensor operand_;
 };
+
+// What a run on run.backend = "cuda" checks before it locks its folder or
+// allocates: a build with the CUDA toolkit, a visible device (the message
+// names what cudaGetDeviceCount returned), and a cuda kernel for every op
+// the run needs (block-sparse flash attention only when `block_sparse`).
+// Throws UsageError (exit 2) naming what is missing.
+void require_cuda_run(bool block_sparse);
 
 }  // namespace headroom

@@ -4,7 +4,23 @@
 #include "backend/kernels.h"
 #include "util/error.h"
 
+#ifdef HEADROOM_HAVE_CUDA
+#include "backend/cuda/cuda_context.h"
+#include "backend/cuda/make_cuda_backend.h"
+#endif
+
 namespace headroom {
+
+namespace {
+
+#ifndef HEADROOM_HAVE_CUDA
+constexpr const char* kBuiltWithoutCuda =
+    "run.backend = \"cuda\": this headroom was built without the CUDA toolkit (no nvcc "
+    "when it was configured); rebuild on a machine with /usr/local/cuda, or plan it with "
+    "`headroom plan` (it plans run.backend = \"cuda\" for the GPU)";
+#endif
+
+}  // namespace
 
 std::unique_ptr<Backend> make_meta_backend(Allocator& allocator, TargetDevice target,
                                            uint64_t cublaslt_workspace_bytes) {
@@ -23,10 +39,35 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, TargetDevice target, All
       if (target == TargetDevice::kHostCpu) return make_cpu_backend(allocator);
       break;
     case BackendKind::kCuda:
-      break;
+      if (target != TargetDevice::kCuda) break;
+#ifdef HEADROOM_HAVE_CUDA
+      return make_cuda_backend(allocator, cublaslt_workspace_bytes);
+#else
+      throw UsageError(kBuiltWithoutCuda);
+#endif
   }
   throw InternalError("make_backend: no " + std::string(name_of(kind)) + " backend for target " +
                       std::string(name_of(target)));
+}
+
+void require_cuda_run(bool block_sparse) {
+#ifdef HEADROOM_HAVE_CUDA
+  require_cuda_device();
+  std::string missing;
+  for (Op op : all_ops()) {
+    const bool flash = op == Op::kAttentionForward || op == Op::kAttentionBackward;
+    if (cuda_table_supports(op) || (flash && !block_sparse)) continue;
+    missing += (missing.empty() ? "" : ", ") + std::string(name_of(op));
+  }
+  if (!missing.empty())
+    throw UsageError("run.backend = \"cuda\": the cuda kernel table has no kernel yet for " +
+                     missing +
+                     "; train on run.backend = \"cpu\", or plan the cuda run with `headroom plan` "
+                     "(it plans run.backend = \"cuda\" for the GPU)");
+#else
+  (void)block_sparse;
+  throw UsageError(kBuiltWithoutCuda);
+#endif
 }
 
 }  // namespace headroom

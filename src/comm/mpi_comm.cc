@@ -223,11 +223,6 @@ int srun_tasks_without_mpi() {
   return tasks > 1 && !launched_by_mpi() ? tasks : 0;
 }
 
-int local_rank_from_environment() {
-  return env_int("OMPI_COMM_WORLD_LOCAL_RANK",
-                 env_int("SLURM_LOCALID", env_int("MPI_LOCALRANKID", 0)));
-}
-
 std::unique_ptr<Communicator> make_mpi_comm() {
   return std::make_unique<MpiComm>();
 }

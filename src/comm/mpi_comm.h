@@ -6,6 +6,8 @@
 
 #include "comm/communicator.h"
 
+#include "util/local_rank.h"
+
 namespace headroom {
 
 // Whether this process was started by an MPI launcher (mpirun / mpiexec of
@@ -20,9 +22,7 @@ bool launched_by_mpi();
 // SLURM_NTASKS but no step).
 int srun_tasks_without_mpi();
 
-// The node-local rank, for choosing a device: OMPI_COMM_WORLD_LOCAL_RANK,
-// else SLURM_LOCALID, else MPI_LOCALRANKID, else 0.
-int local_rank_from_environment();
+// The node-local rank, for choosing a device: util/local_rank.h.
 
 // Initializes MPI (once per process; finalized at exit) and returns the
 // world communicator. Throws InternalError when MPI cannot start.

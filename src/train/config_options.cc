@@ -42,12 +42,11 @@ BackendKind backend_of(const ExperimentConfig& config, RunMode mode) {
     case RunSection::Backend::kMeta:
       return BackendKind::kMeta;
     case RunSection::Backend::kCuda:
-      break;
+      // Whether this build and machine can run it is Run's first check
+      // (require_cuda_run), before it writes anything.
+      return BackendKind::kCuda;
   }
-  throw UsageError(
-      "run.backend = \"cuda\": `train` cannot run on a GPU in this build (the cuda kernels "
-      "of the model's ops are not written yet); use run.backend = \"cpu\", or `headroom plan` "
-      "to plan a cuda run's memory");
+  throw InternalError("unknown run.backend");
 }
 
 AttentionMaskKind attention_mask_of(AttentionSection::Mask mask) {

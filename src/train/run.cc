@@ -47,7 +47,11 @@ std::unique_ptr<SegmentSource> source_for(BackendKind kind) {
     case BackendKind::kMeta:
       return make_virtual_source();
     case BackendKind::kCuda:
+#ifdef HEADROOM_HAVE_CUDA
+      return make_cuda_source();
+#else
       break;
+#endif
   }
   throw InternalError("no segment source for backend " + std::string(name_of(kind)));
 }
@@ -217,6 +221,9 @@ RunResult Run::execute(RunObserver& observer) {
   const int world_size = comm_.world_size();
   const bool lead = rank == 0;
   const bool planning = s.backend == BackendKind::kMeta;
+  // Before the folder is locked or anything staged: a cuda run that cannot
+  // run here (no toolkit, no device, an op without a cuda kernel) says so.
+  if (s.backend == BackendKind::kCuda) require_cuda_run(!s.transformer.attention_dense);
   // checkpoint.resume = "auto" also checkpoints the last step, so that a
   // requeued run that already finished finds itself complete.
   const bool saving = !planning && (s.save_initial || s.save_every > 0 || s.resume_auto);

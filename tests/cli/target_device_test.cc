@@ -99,6 +99,24 @@ TEST_F(TargetDevicePlans, ACpuPlanFollowsItsHost) {
   EXPECT_GT(gemm_scratch, 0);
 }
 
+// `train` on run.backend = "cuda" that cannot run here (no toolkit in the
+// build, no device, or an op without a cuda kernel yet) says which, with
+// exit 2, before it locks or writes its run folder.
+TEST_F(TargetDevicePlans, ACudaTrainingThatCannotRunHereSaysWhyAndWritesNothing) {
+  const Result r = run_headroom(
+      "train --set run.backend=\"cuda\" --set attention.backend=\"dense_additive\" "
+      "--set run.steps=1 --set schedule.warmup_steps=1 --set run.name=\"on-gpu\"");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("run.backend = \"cuda\""), std::string::npos) << r.err;
+  // Which of the three it is depends on the build and the machine; each
+  // names its cause.
+  EXPECT_TRUE(r.err.find("cudaGetDeviceCount") != std::string::npos ||
+              r.err.find("without the CUDA toolkit") != std::string::npos ||
+              r.err.find("has no kernel yet for") != std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "results" / "on-gpu")) << "a refused run wrote its folder";
+}
+
 // memory.device sets what the allocator gets (usable minus the named lines
 // outside it, recorded in the trace) and the cuBLASLt workspace of the
 // preset's architecture: 4 MiB on Ampere, 32 MiB on Hopper.

@@ -1,0 +1,31 @@
+// gemm: C = alpha * op(A) op(B) + beta * C through cuBLASLt (cublaslt_matmul.h),
+// A and B one dtype (fp32, bf16, fp16), C fp32 or that dtype, fp32
+// accumulation. The workspace is the backend's one cublaslt.workspace tensor
+// (gemm_workspace.h), the allocation the meta plan of a cuda target shows.
+// Allocates: nothing (the front's rule allocated the workspace).
+#include "backend/cuda/cuda_kernels.h"
+
+namespace headroom {
+
+void CudaKernels::gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
+                       Tensor& c, float alpha, float beta, const GemmDims& dims,
+                       GemmScratch& scratch) {
+  const Tensor* workspace = scratch.cublaslt_workspace;
+  if (workspace != nullptr) workspace_ = workspace;
+  void* workspace_data = workspace != nullptr ? workspace->raw() : nullptr;
+  const uint64_t workspace_bytes = workspace != nullptr ? workspace->nbytes() : 0;
+  const MatmulShape shape =
+      dense_matmul_shape(dims.m, dims.n, dims.k, transpose_a, transpose_b, a.dtype(), c.dtype());
+  if (dims.k == 0) {
+    // op(A) op(B) is all zeros: C = beta * C, which cuBLASLt does not take
+    // with k = 0.
+    if (beta == 0)
+      fill(c, 0.0f);
+    else if (beta != 1)
+      scale(c, beta);
+    return;
+  }
+  matmuls_.run(shape, a.raw(), b.raw(), c.raw(), alpha, beta, workspace_data, workspace_bytes);
+}
+
+}  // namespace headroom
