@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/cuda/cublaslt_library.h"
 #include "backend/cuda/cuda_check.h"
 #include "util/error.h"
 
@@ -28,13 +29,13 @@ cudaDataType_t cuda_type_of(DType dtype) {
 cublasLtMatrixLayout_t make_layout(DType dtype, int64_t rows, int64_t cols, int64_t ld,
                                    int64_t batch, int64_t stride) {
   cublasLtMatrixLayout_t layout = nullptr;
-  HR_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
+  HR_CUBLAS_CHECK(cublaslt_library().cublasLtMatrixLayoutCreate(
       &layout, cuda_type_of(dtype), static_cast<uint64_t>(cols), static_cast<uint64_t>(rows), ld));
   if (batch > 1) {
     const int32_t count = static_cast<int32_t>(batch);
-    HR_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                                     &count, sizeof count));
-    HR_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+    HR_CUBLAS_CHECK(cublaslt_library().cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+    HR_CUBLAS_CHECK(cublaslt_library().cublasLtMatrixLayoutSetAttribute(
         layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
   }
   return layout;
@@ -68,10 +69,10 @@ struct CublasLtMatmuls::Plan {
   cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
   cublasLtMatmulAlgo_t algo{};
   ~Plan() {
-    if (out) (void)cublasLtMatrixLayoutDestroy(out);
-    if (second) (void)cublasLtMatrixLayoutDestroy(second);
-    if (first) (void)cublasLtMatrixLayoutDestroy(first);
-    if (desc) (void)cublasLtMatmulDescDestroy(desc);
+    if (out) (void)cublaslt_library().cublasLtMatrixLayoutDestroy(out);
+    if (second) (void)cublaslt_library().cublasLtMatrixLayoutDestroy(second);
+    if (first) (void)cublaslt_library().cublasLtMatrixLayoutDestroy(first);
+    if (desc) (void)cublaslt_library().cublasLtMatmulDescDestroy(desc);
   }
 };
 
@@ -86,15 +87,16 @@ CublasLtMatmuls::Plan& CublasLtMatmuls::plan_for(const MatmulShape& s, bool accu
   if (auto found = plans_.find(key); found != plans_.end()) return *found->second;
 
   auto plan = std::make_unique<Plan>();
-  HR_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  HR_CUBLAS_CHECK(
+      cublaslt_library().cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   // Column-major C^T = op(B)^T op(A)^T: cuBLASLt's first operand is B as
   // stored, transposed when ours is; its second is A likewise.
   const cublasOperation_t op_first = s.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  HR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
-                                                 sizeof op_first));
-  HR_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                                 &op_second, sizeof op_second));
+  HR_CUBLAS_CHECK(cublaslt_library().cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
+  HR_CUBLAS_CHECK(cublaslt_library().cublasLtMatmulDescSetAttribute(
+      plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
   // B as stored: k x n, or n x k transposed. A: m x k, or k x m.
   plan->first = make_layout(s.ab, s.transpose_b ? s.n : s.k, s.transpose_b ? s.k : s.n, s.ldb,
                             s.batch, s.stride_b);
@@ -103,20 +105,20 @@ CublasLtMatmuls::Plan& CublasLtMatmuls::plan_for(const MatmulShape& s, bool accu
   plan->out = make_layout(s.c, s.m, s.n, s.ldc, s.batch, s.stride_c);
 
   cublasLtMatmulPreference_t preference = nullptr;
-  HR_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-  HR_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference,
-                                                       CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                       &workspace_bytes, sizeof workspace_bytes));
+  HR_CUBLAS_CHECK(cublaslt_library().cublasLtMatmulPreferenceCreate(&preference));
+  HR_CUBLAS_CHECK(cublaslt_library().cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
+      sizeof workspace_bytes));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(context_->cublaslt(), plan->desc, plan->first, plan->second,
-                                     plan->out, plan->out, preference, 1, &result, &found);
-  (void)cublasLtMatmulPreferenceDestroy(preference);
+  const cublasStatus_t status = cublaslt_library().cublasLtMatmulAlgoGetHeuristic(
+      context_->cublaslt(), plan->desc, plan->first, plan->second, plan->out, plan->out, preference,
+      1, &result, &found);
+  (void)cublaslt_library().cublasLtMatmulPreferenceDestroy(preference);
   if (status != CUBLAS_STATUS_SUCCESS || found == 0)
     throw InternalError("cublaslt matmul: no cuBLASLt algorithm for " + describe(s) + " within " +
                         std::to_string(workspace_bytes) + " bytes of workspace (" +
-                        cublasGetStatusString(status) + ")");
+                        cublas_status_name(status) + ")");
   plan->algo = result.algo;
   Plan* raw = plan.release();
   plans_.emplace(key, raw);
@@ -127,9 +129,9 @@ void CublasLtMatmuls::run(const MatmulShape& s, const void* a, const void* b, vo
                           float beta, void* workspace, uint64_t workspace_bytes) {
   if (s.m == 0 || s.n == 0 || s.batch == 0) return;
   Plan& plan = plan_for(s, beta != 0, workspace_bytes);
-  HR_CUBLAS_CHECK(cublasLtMatmul(context_->cublaslt(), plan.desc, &alpha, b, plan.first, a,
-                                 plan.second, &beta, c, plan.out, c, plan.out, &plan.algo,
-                                 workspace, workspace_bytes, context_->stream()));
+  HR_CUBLAS_CHECK(cublaslt_library().cublasLtMatmul(
+      context_->cublaslt(), plan.desc, &alpha, b, plan.first, a, plan.second, &beta, c, plan.out, c,
+      plan.out, &plan.algo, workspace, workspace_bytes, context_->stream()));
 }
 
 }  // namespace headroom

@@ -1,5 +1,9 @@
 #include "backend/cuda/cuda_check.h"
 
+#include <string>
+
+#include "backend/cuda/cublaslt_library.h"
+
 namespace headroom {
 
 void throw_cuda_error(cudaError_t status, const char* statement, const char* file, int line) {
@@ -9,7 +13,8 @@ void throw_cuda_error(cudaError_t status, const char* statement, const char* fil
 
 void throw_cublas_error(cublasStatus_t status, const char* statement, const char* file, int line) {
   throw InternalError(std::string(file) + ":" + std::to_string(line) + ": " + statement + ": " +
-                      cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")");
+                      cublas_status_name(status) + " (status " +
+                      std::to_string(static_cast<int>(status)) + ")");
 }
 
 }  // namespace headroom

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "backend/cuda/cublaslt_library.h"
 #include "backend/cuda/cuda_check.h"
 #include "util/error.h"
 #include "util/local_rank.h"
@@ -40,7 +41,7 @@ CudaContext::CudaContext() {
   device_ = local_rank_from_environment() % count;
   HR_CUDA_CHECK(cudaSetDevice(device_));
   HR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  HR_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
+  HR_CUBLAS_CHECK(cublaslt_library().cublasLtCreate(&cublaslt_));
   cudaDeviceProp prop{};
   HR_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   char size[32];
@@ -56,7 +57,7 @@ CudaContext::~CudaContext() {
     (void)cudaStreamSynchronize(stream_);
     (void)cudaStreamDestroy(stream_);
   }
-  if (cublaslt_ != nullptr) (void)cublasLtDestroy(cublaslt_);
+  if (cublaslt_ != nullptr) (void)cublaslt_library().cublasLtDestroy(cublaslt_);
 }
 
 void CudaContext::synchronize(const char* what) const {
