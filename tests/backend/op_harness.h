@@ -2,7 +2,7 @@
 // per op (backend/op.h), each a list of instances (shape, dtype, aliasing),
 // and every instance runs on every backend of harness_backends().
 //
-//   computing backends (cpu; cuda once its kernel table lands) are compared
+//   computing backends (cpu; cuda where a device is visible) are compared
 //     on values: every operand after the call against a float64 reference
 //     written here in plain loops (outputs) or its contents before the call
 //     (inputs must be left alone), by a normalized error; against cpu's
@@ -31,6 +31,9 @@
 #include <vector>
 
 #include "backend/backend.h"
+#ifdef HEADROOM_HAVE_CUDA
+#include "backend/cuda/cuda_context.h"
+#endif
 #include "memory/segment_source.h"
 #include "ops/op_test_util.h"
 
@@ -47,17 +50,25 @@ struct HarnessBackend {
   bool computes() const { return kind != BackendKind::kMeta; }
 };
 
-// The registry. A new kernel table (cuda, the next issue) is one more entry
-// here, {"cuda", kCuda, kCuda, make_cuda_source} under HEADROOM_HAVE_CUDA when
-// a device is present: its values are then compared with the references and
-// with cpu's, and meta.cuda's events with its events, by the code that runs
-// today. Built through make_backend(kind, target, allocator), the one factory.
+// The registry. The cuda kernel table is registered where this build has
+// the CUDA toolkit and a device is visible (cudaGetDeviceCount > 0): its
+// values are then compared with the float64 references and with cpu's, and
+// meta.cuda's allocator events with its own (find_computing pairs them by
+// target), by the same code as on cpu. Without a device it is left out, so
+// the cpu machines run the other backends and the device machine all of
+// them (scripts/device-check.sh). Built through make_backend(kind, target,
+// allocator), the one factory.
 inline std::vector<HarnessBackend> harness_backends() {
-  return {
+  std::vector<HarnessBackend> backends = {
       {"cpu", BackendKind::kCpu, TargetDevice::kHostCpu, make_host_source},
       {"meta.host_cpu", BackendKind::kMeta, TargetDevice::kHostCpu, make_virtual_source},
       {"meta.cuda", BackendKind::kMeta, TargetDevice::kCuda, make_virtual_source},
   };
+#ifdef HEADROOM_HAVE_CUDA
+  if (query_cuda_device_count().count > 0)
+    backends.push_back({"cuda", BackendKind::kCuda, TargetDevice::kCuda, make_cuda_source});
+#endif
+  return backends;
 }
 
 // ---- error bounds ----
