@@ -1,36 +1,56 @@
-// fill: x[i] = value. Grid-stride loop so one launch covers any n.
+// fill: x[i] = value, for every dtype of the cpu fill (cpu/fill.cc): floating
+// dtypes store the value rounded to nearest even, integer ones the value the
+// host truncated toward zero (check_fill rejected any that does not fit).
+// Grid-stride loop so one launch covers any n.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "kernels.h"
+#include "kernels_elementwise.h"
 
 namespace headroom::cuda {
 
 namespace {
 
-template <typename T, typename Convert>
-__global__ void fill_kernel(T* x, int64_t n, float value, Convert convert) {
-  T v = convert(value);
+// The value is converted once, on the host, to the stored bits.
+template <typename T>
+__global__ void fill_kernel(T* x, int64_t n, T value) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    x[i] = v;
+    x[i] = value;
 }
 
-int blocks_for(int64_t n) {
-  int64_t blocks = (n + 255) / 256;
-  return static_cast<int>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
+template <typename T>
+cudaError_t launch_fill(T* x, int64_t n, T value, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  fill_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(x, n, value);
+  return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t fill_f32(float* x, int64_t n, float value, cudaStream_t stream) {
-  fill_kernel<<<blocks_for(n), 256, 0, stream>>>(x, n, value, [] __device__(float v) { return v; });
-  return cudaGetLastError();
+  return launch_fill(x, n, value, stream);
 }
 
 cudaError_t fill_bf16(uint16_t* x, int64_t n, float value, cudaStream_t stream) {
-  fill_kernel<<<blocks_for(n), 256, 0, stream>>>(
-      x, n, value, [] __device__(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); });
-  return cudaGetLastError();
+  return launch_fill(x, n, __bfloat16_as_ushort(__float2bfloat16_rn(value)), stream);
+}
+
+cudaError_t fill_f16(uint16_t* x, int64_t n, float value, cudaStream_t stream) {
+  return launch_fill(x, n, __half_as_ushort(__float2half_rn(value)), stream);
+}
+
+cudaError_t fill_i32(int32_t* x, int64_t n, int32_t value, cudaStream_t stream) {
+  return launch_fill(x, n, value, stream);
+}
+
+cudaError_t fill_i64(int64_t* x, int64_t n, int64_t value, cudaStream_t stream) {
+  return launch_fill(x, n, value, stream);
+}
+
+cudaError_t fill_u8(uint8_t* x, int64_t n, uint8_t value, cudaStream_t stream) {
+  return launch_fill(x, n, value, stream);
 }
 
 }  // namespace headroom::cuda

@@ -38,6 +38,10 @@ bool Backend::supports(Op op) const {
   return kernels_ == nullptr || kernels_->supports(op);
 }
 
+void* Backend::device_stream() const {
+  return kernels_ != nullptr ? kernels_->device_stream() : nullptr;
+}
+
 void Backend::require(Op op) const {
   if (!supports(op))
     throw InternalError(std::string(name_of(op)) + ": the " + std::string(name_of(kind_)) +

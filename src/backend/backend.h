@@ -107,6 +107,10 @@ class Backend final {
   // table may lack some (the cuda table grows op by op): calling one it
   // lacks is an InternalError naming the op and the device.
   bool supports(Op op) const;
+  // The stream this backend's kernels run on (a cudaStream_t, for lending
+  // to the communicator: Communicator::use_device_stream); nullptr for cpu
+  // and meta.
+  void* device_stream() const;
 
   // Uninitialized tensor from this backend's allocator.
   Tensor empty(const Shape& shape, DType dtype, Category category, std::string_view tag) const {

@@ -33,6 +33,8 @@ class Kernels {
   virtual ~Kernels() = default;
   virtual BackendKind kind() const = 0;
   virtual bool supports(Op op) const = 0;
+  // The device stream every op is queued on (cuda); nullptr on the host.
+  virtual void* device_stream() const { return nullptr; }
 
   virtual void fill(Tensor& x, float value) = 0;
   virtual void fill_uniform(Tensor& x, uint64_t seed, float lo, float hi) = 0;

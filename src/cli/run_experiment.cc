@@ -12,6 +12,9 @@
 #include "advice/oom_follow_up.h"
 #include "advice/why.h"
 #include "comm/mpi_comm.h"
+#ifdef HEADROOM_HAVE_NCCL
+#include "comm/nccl_comm.h"
+#endif
 #include "config/config.h"
 #include "embedded_quickstart.h"
 #include "report/summary.h"
@@ -32,6 +35,18 @@ ExperimentConfig load(const RunOptions& options) {
   if (options.config_path.empty())
     return load_config_string(kQuickstartToml, kQuickstartName, options.overrides);
   return load_config_file(options.config_path, options.overrides);
+}
+
+// The communicator of an MPI job: NCCL over device memory for a cuda run
+// (one GPU per rank, the local rank's), MPI over host memory otherwise.
+std::unique_ptr<Communicator> make_job_comm(RunSection::Backend backend) {
+  if (backend != RunSection::Backend::kCuda) return make_mpi_comm();
+#ifdef HEADROOM_HAVE_NCCL
+  return make_nccl_comm_for_local_rank();
+#else
+  // Run refuses a distributed cuda run on MpiComm, naming both.
+  return make_mpi_comm();
+#endif
 }
 
 std::string eta(double seconds) {
@@ -358,8 +373,8 @@ RunResult run_rank(const ExperimentConfig& config, const RunOptions& options, Ru
   return run.execute(observer);
 }
 
-int run_single(const RunOptions& options, RunMode mode, Communicator& comm) {
-  const ExperimentConfig config = load(options);
+int run_single(const RunOptions& options, const ExperimentConfig& config, RunMode mode,
+               Communicator& comm) {
   if (options.print_config) {
     if (comm.rank() == 0) std::fputs(to_toml(config).c_str(), stdout);
     return 0;
@@ -458,10 +473,13 @@ int run_experiment(const RunOptions& options, RunMode mode) {
   if (mode == RunMode::kTrain) install_stop_signals();
   if (mode != RunMode::kTrain || !launched_by_mpi()) {
     std::unique_ptr<Communicator> single = make_single_rank_comm();
-    return run_single(options, mode, *single);
+    return run_single(options, load(options), mode, *single);
   }
-  std::unique_ptr<Communicator> comm = make_mpi_comm();
-  if (!comm->is_distributed()) return run_single(options, mode, *comm);
+  // Every rank reads the config before MPI starts (a bad one ends each the
+  // same way), since its backend says which communicator the job needs.
+  const ExperimentConfig config = load(options);
+  std::unique_ptr<Communicator> comm = make_job_comm(config.run.backend);
+  if (!comm->is_distributed()) return run_single(options, config, mode, *comm);
   // Rank 0 speaks for the job; the others' stdout would repeat it N times.
   // Their stderr stays: an error names the rank it happened on.
   if (comm->rank() != 0 && !std::freopen("/dev/null", "w", stdout))
@@ -471,7 +489,7 @@ int run_experiment(const RunOptions& options, RunMode mode) {
   // an OOM, its postmortem and closed trace) come first.
   int exit_code = 0;
   try {
-    exit_code = run_single(options, mode, *comm);
+    exit_code = run_single(options, config, mode, *comm);
   } catch (const Error& e) {
     std::fprintf(stderr, "headroom train: rank %d of %d: %s\n", comm->rank(), comm->world_size(),
                  e.what());

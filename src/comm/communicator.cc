@@ -14,6 +14,7 @@ class SingleRank final : public Communicator {
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   bool is_distributed() const override { return false; }
+  bool moves_tensors_of(BackendKind /*kind*/) const override { return true; }
   void all_reduce_sum(Backend&, Tensor&, std::string_view) override {}
   void all_reduce_sum(std::span<double>) override {}
   void all_gather_in_place(Tensor&, std::span<const int64_t>) override {}
@@ -30,6 +31,7 @@ class Simulated final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   bool is_distributed() const override { return false; }
+  bool moves_tensors_of(BackendKind /*kind*/) const override { return true; }
   void all_reduce_sum(Backend& backend, Tensor& tensor, std::string_view tag) override {
     if (tensor.dtype() == DType::kF32) return;  // MPI reduces fp32 in place: nothing allocated
     reduce_through_fp32_buffer(backend, tensor, tag, [](Tensor&) {});

@@ -28,6 +28,16 @@ class Communicator {
   virtual int world_size() const = 0;
   // Is this a real multi-process job (so errors must end every rank)?
   virtual bool is_distributed() const = 0;
+  // Which backend's tensors the collectives move: MpiComm host (cpu)
+  // memory, NcclComm device (cuda) memory. A world of one moves nothing and
+  // takes any.
+  virtual bool moves_tensors_of(BackendKind kind) const = 0;
+  // The device stream every kernel of this rank's backend is queued on
+  // (cuda: the CudaContext's, Backend::device_stream()), lent for the
+  // backend's life: a communicator over device tensors then issues its
+  // collectives on it, ordered after those kernels without a host wait.
+  // nullptr gives the communicator's own stream back. Others ignore it.
+  virtual void use_device_stream(void* /*stream*/) {}
 
   // tensor <- the sum of `tensor` over all ranks (fp32 or bf16).
   virtual void all_reduce_sum(Backend& backend, Tensor& tensor, std::string_view tag) = 0;

@@ -79,6 +79,7 @@ class MpiComm final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
   bool is_distributed() const override { return size_ > 1; }
+  bool moves_tensors_of(BackendKind kind) const override { return kind == BackendKind::kCpu; }
 
   void all_reduce_sum(Backend& backend, Tensor& tensor, std::string_view tag) override {
     HR_CHECK(backend.kind() == BackendKind::kCpu, "MpiComm reduces host (cpu) tensors");

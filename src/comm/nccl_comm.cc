@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "kernels.h"
+#include "kernels_elementwise.h"  // cast_f16_to_f32 / cast_f32_to_f16
 #include "util/error.h"
+#include "util/local_rank.h"
 
 namespace headroom {
 
@@ -83,7 +85,8 @@ class NcclComm final : public Communicator {
       // A blocking stream (not cudaStreamNonBlocking): it waits for what the
       // caller queued on the legacy default stream, so the tensors we get are
       // written before NCCL reads them.
-      check_cuda(cudaStreamCreate(&stream_), where() + "cudaStreamCreate");
+      check_cuda(cudaStreamCreate(&own_stream_), where() + "cudaStreamCreate");
+      stream_ = own_stream_;
       check_nccl(ncclCommInitRank(&comm_, size_, id, rank_),
                  "ncclCommInitRank(device " + std::to_string(device_) + ")");
     } catch (...) {
@@ -99,6 +102,13 @@ class NcclComm final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
   bool is_distributed() const override { return size_ > 1; }
+  bool moves_tensors_of(BackendKind kind) const override { return kind == BackendKind::kCuda; }
+
+  // The backend's stream replaces ours: its kernels are on a non-blocking
+  // stream, which ours would not wait for.
+  void use_device_stream(void* stream) override {
+    stream_ = stream != nullptr ? static_cast<cudaStream_t>(stream) : own_stream_;
+  }
 
   // There is no cuda Backend class yet, so `backend` serves only as the
   // holder of the allocator the comm buffers come from; the casts are the
@@ -109,8 +119,8 @@ class NcclComm final : public Communicator {
       all_reduce_floats(tensor);
       return;
     }
-    HR_CHECK(tensor.dtype() == DType::kBF16,
-             "all_reduce_sum takes fp32 or bf16, not " + tensor.describe() + " " + tensor.tag());
+    HR_CHECK(is_half(tensor.dtype()), "all_reduce_sum takes fp32, bf16 or fp16, not " +
+                                          tensor.describe() + " " + tensor.tag());
     reduce_through_device_fp32_buffer(backend.allocator(), tensor, tag,
                                       [&](Tensor& wide) { all_reduce_floats(wide); });
   }
@@ -130,11 +140,14 @@ class NcclComm final : public Communicator {
   // gathers pieces of any size in place.
   void all_gather_in_place(Tensor& flat, std::span<const int64_t> counts) override {
     check_on_device(flat, "all_gather_in_place");
-    HR_CHECK(flat.dtype() == DType::kF32 || flat.dtype() == DType::kBF16,
-             "all_gather_in_place takes fp32 or bf16, not " + flat.describe() + " " + flat.tag());
+    HR_CHECK(
+        flat.dtype() == DType::kF32 || is_half(flat.dtype()),
+        "all_gather_in_place takes fp32, bf16 or fp16, not " + flat.describe() + " " + flat.tag());
     const std::vector<int64_t> offsets = piece_offsets(flat, counts, size_, "all_gather_in_place");
-    // bf16 travels as itself: gathering adds nothing up.
-    const ncclDataType_t type = flat.dtype() == DType::kF32 ? ncclFloat : ncclBfloat16;
+    // bf16 and fp16 travel as themselves: gathering adds nothing up.
+    const ncclDataType_t type = flat.dtype() == DType::kF32    ? ncclFloat
+                                : flat.dtype() == DType::kBF16 ? ncclBfloat16
+                                                               : ncclHalf;
     char* base = static_cast<char*>(flat.raw());
     const size_t element = size_of(flat.dtype());
     run_group("all_gather_in_place(" + flat.tag() + ", " + flat.describe() + ")", [&](int r) {
@@ -154,8 +167,8 @@ class NcclComm final : public Communicator {
       reduce_scatter_floats(flat, counts);
       return;
     }
-    HR_CHECK(flat.dtype() == DType::kBF16, "reduce_scatter_sum_in_place takes fp32 or bf16, not " +
-                                               flat.describe() + " " + flat.tag());
+    HR_CHECK(is_half(flat.dtype()), "reduce_scatter_sum_in_place takes fp32, bf16 or fp16, not " +
+                                        flat.describe() + " " + flat.tag());
     // As in all_reduce_sum, only the allocator is taken from `backend`.
     // Only this rank's piece is narrowed back, as reduce_scatter_through_fp32_buffer does.
     const auto [begin, end] = piece_of(counts, rank_);
@@ -256,7 +269,7 @@ class NcclComm final : public Communicator {
   }
 
   // The device twin of reduce_through_fp32_buffer (communicator.h): the same
-  // two comm blocks, fp32 then bf16, with the same tag, allocated and freed
+  // two comm blocks, fp32 then the 16-bit dtype, with the same tag, allocated and freed
   // in the same order, so plans on meta match runs here. The narrow goes
   // through its own buffer only for that reason; the cast could write
   // `tensor` directly.
@@ -271,16 +284,21 @@ class NcclComm final : public Communicator {
     if (end < 0) end = n;
     Tensor wide = Tensor::empty(allocator, BackendKind::kCuda, tensor.shape(), DType::kF32,
                                 Category::kComm, name);
-    check_cuda(cuda::cast_bf16_to_f32(static_cast<const uint16_t*>(tensor.raw()),
-                                      static_cast<float*>(wide.raw()), n, stream_),
-               where() + "cast_bf16_to_f32(" + name + ", " + tensor.describe() + ")");
+    const bool bf16 = tensor.dtype() == DType::kBF16;
+    const uint16_t* half = static_cast<const uint16_t*>(tensor.raw());
+    float* widened = static_cast<float*>(wide.raw());
+    check_cuda(bf16 ? cuda::cast_bf16_to_f32(half, widened, n, stream_)
+                    : cuda::cast_f16_to_f32(half, widened, n, stream_),
+               where() + "widening " + name + " (" + tensor.describe() + ")");
     reduce(wide);  // ends with the stream synchronized
     if (begin == end) return;
-    Tensor narrow = Tensor::empty(allocator, BackendKind::kCuda, {end - begin}, DType::kBF16,
+    Tensor narrow = Tensor::empty(allocator, BackendKind::kCuda, {end - begin}, tensor.dtype(),
                                   Category::kComm, name);
-    check_cuda(cuda::cast_f32_to_bf16(static_cast<const float*>(wide.raw()) + begin,
-                                      static_cast<uint16_t*>(narrow.raw()), end - begin, stream_),
-               where() + "cast_f32_to_bf16(" + name + ", " + tensor.describe() + ")");
+    const float* summed = static_cast<const float*>(wide.raw()) + begin;
+    uint16_t* narrowed = static_cast<uint16_t*>(narrow.raw());
+    check_cuda(bf16 ? cuda::cast_f32_to_bf16(summed, narrowed, end - begin, stream_)
+                    : cuda::cast_f32_to_f16(summed, narrowed, end - begin, stream_),
+               where() + "narrowing " + name + " (" + tensor.describe() + ")");
     check_cuda(cudaMemcpyAsync(static_cast<uint16_t*>(tensor.raw()) + begin, narrow.raw(),
                                narrow.nbytes(), cudaMemcpyDeviceToDevice, stream_),
                where() + "cudaMemcpyAsync(" + name + " -> " + tensor.tag() + ")");
@@ -293,15 +311,16 @@ class NcclComm final : public Communicator {
   // end of a job has nothing left to protect.
   void release() {
     if (comm_) (void)ncclCommDestroy(comm_);
-    if (stream_) (void)cudaStreamDestroy(stream_);
+    if (own_stream_) (void)cudaStreamDestroy(own_stream_);
     comm_ = nullptr;
-    stream_ = nullptr;
+    own_stream_ = stream_ = nullptr;
   }
 
   int device_ = 0;
   int rank_ = 0;
   int size_ = 1;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t own_stream_ = nullptr;  // made here; used until a backend lends its own
+  cudaStream_t stream_ = nullptr;      // where every collective is issued
   ncclComm_t comm_ = nullptr;
 };
 
@@ -309,6 +328,17 @@ class NcclComm final : public Communicator {
 
 std::unique_ptr<Communicator> make_nccl_comm(int device) {
   return std::make_unique<NcclComm>(device);
+}
+
+std::unique_ptr<Communicator> make_nccl_comm_for_local_rank() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    throw UsageError(
+        "run.backend = \"cuda\" under an MPI launcher: no CUDA device is visible to this rank "
+        "(check CUDA_VISIBLE_DEVICES and the job's GPU allocation)");
+  }
+  return make_nccl_comm(local_rank_from_environment() % count);
 }
 
 }  // namespace headroom

@@ -6,13 +6,15 @@
 // raw() is a device pointer). Every method is synchronous: when it returns,
 // the result is in the tensor (or span) and the comm buffers are given back,
 // because the trainer reads results and frees memory right after. Work runs
-// on the communicator's own blocking stream, so it is ordered after whatever
-// the caller queued on the legacy default stream.
+// on the stream the backend lends (use_device_stream: the CudaContext's, so
+// a collective is ordered after the kernels that wrote its tensor); before
+// that, on the communicator's own blocking stream, ordered after whatever the
+// caller queued on the legacy default stream (the tests' raw launches).
 //
 // Allocations match the other communicators (see communicator.h): fp32
-// reductions, gathers and broadcasts allocate nothing; a bf16 reduction
+// reductions, gathers and broadcasts allocate nothing; a bf16 or fp16 reduction
 // widens into an fp32 comm buffer ("<tag>.comm"), reduces it and narrows it
-// back through a bf16 comm buffer (a reduce-scatter only this rank's piece),
+// back through a buffer of its dtype (a reduce-scatter only this rank's piece),
 // exactly as reduce_through_fp32_buffer / reduce_scatter_through_fp32_buffer
 // does, so a plan on the meta backend with the simulated communicator makes
 // the same allocations as a run on this one. NCCL counts are size_t: no
@@ -33,5 +35,9 @@ namespace headroom {
 // must call it. Throws InternalError naming the failed MPI, CUDA or NCCL call
 // and its error string.
 std::unique_ptr<Communicator> make_nccl_comm(int device);
+// make_nccl_comm on the device a cuda backend of this rank uses: local rank
+// (util/local_rank.h) modulo the visible devices, as CudaContext picks it.
+// Throws UsageError when no device is visible.
+std::unique_ptr<Communicator> make_nccl_comm_for_local_rank();
 
 }  // namespace headroom

@@ -377,6 +377,8 @@ void Allocator::raise_oom(uint64_t requested, uint64_t rounded, uint64_t segment
   pm.source = std::string(source_->name());
   pm.capacity_limited =
       options_.capacity != 0 && stats_.reserved + segment_bytes > options_.capacity;
+  if (!source_->device_memory(&pm.device_free, &pm.device_total))
+    pm.device_free = pm.device_total = 0;
   pm.live_by_category = stats_.live_by_category;
   pm.largest_live = largest_live_blocks(10);
   pm.step_start_by_category = stats_.live_by_category_at_reset;

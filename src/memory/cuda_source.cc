@@ -32,6 +32,16 @@ class CudaSource final : public SegmentSource {
   }
   std::string_view name() const override { return "cuda"; }
   bool is_host_accessible() const override { return false; }
+  bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const override {
+    size_t free_now = 0, total = 0;
+    if (cudaMemGetInfo(&free_now, &total) != cudaSuccess) {
+      (void)cudaGetLastError();  // a postmortem without the figures, not a second error
+      return false;
+    }
+    *free_bytes = free_now;
+    *total_bytes = total;
+    return true;
+  }
 };
 
 }  // namespace

@@ -55,6 +55,14 @@ std::string format_postmortem(const Postmortem& pm) {
     out += "  refused by the " + pm.source + " memory source (a " + format_bytes(pm.segment_bytes) +
            " segment could not be had)\n";
   }
+  if (pm.device_total != 0) {
+    // What the driver saw: the part of the device this allocator does not
+    // hold is the CUDA context, other processes, and other allocators.
+    const uint64_t used = pm.device_total - std::min(pm.device_free, pm.device_total);
+    out += "  device (cudaMemGetInfo): " + format_bytes(pm.device_free) + " free of " +
+           format_bytes(pm.device_total) + "; in use outside this allocator " +
+           format_bytes(used > pm.reserved ? used - pm.reserved : 0) + "\n";
+  }
   out += "  request: " + format_bytes_exact(pm.requested_bytes) + " asked, " +
          format_bytes_exact(pm.rounded_bytes) + " after rounding, category " +
          std::string(name_of(pm.category)) + "\n";

@@ -53,6 +53,10 @@ struct Postmortem {
   uint64_t capacity = 0;          // 0 = the source's own limit (real OOM)
   std::string source;             // "host", "meta", "cuda"
   bool capacity_limited = false;  // true: memory.device_capacity said no; false: the source did
+  // The driver's figures at the failure (SegmentSource::device_memory:
+  // cudaMemGetInfo on cuda); both 0 where the source has none.
+  uint64_t device_free = 0;
+  uint64_t device_total = 0;
   std::array<uint64_t, kNumCategories> live_by_category{};
   std::vector<LiveBlock> largest_live;  // at most 10, largest first
   // live_by_category when the step began (the allocator's last

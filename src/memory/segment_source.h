@@ -23,6 +23,12 @@ class SegmentSource {
   virtual std::string_view name() const = 0;
   // Whether addresses point at memory this process can read and write.
   virtual bool is_host_accessible() const = 0;
+  // The device's free and total bytes as its driver counts them
+  // (cudaMemGetInfo: other processes and the CUDA context included), for a
+  // postmortem; false for sources with no such figures (host, meta).
+  virtual bool device_memory(uint64_t* /*free_bytes*/, uint64_t* /*total_bytes*/) const {
+    return false;
+  }
 };
 
 // Host memory for the cpu backend: aligned operator new, every page written

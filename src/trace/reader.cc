@@ -382,6 +382,10 @@ Postmortem TraceReader::oom() const {
   pm.source = string_attr("source");
   pm.capacity_limited =
       required_scalar<int8_t>(g, "capacity_limited", r.types.boolean.get(), path, where) != 0;
+  if (H5Aexists(g, "device_total") > 0) {
+    pm.device_free = u64("device_free");
+    pm.device_total = u64("device_total");
+  }
 
   Hid top = open_table(r.file.get(), trace_detail::kTopBlocksTable, path);
   hsize_t n = hdf5::num_rows(top.get(), path, trace_detail::kTopBlocksTable);

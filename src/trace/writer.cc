@@ -385,6 +385,12 @@ void TraceWriter::Impl::write_oom_group(const Postmortem& pm) {
   write_string_attribute(g, "source", pm.source, path);
   const int8_t capacity_limited = pm.capacity_limited ? 1 : 0;
   write_scalar_attribute(g, "capacity_limited", w.types.boolean.get(), &capacity_limited, path);
+  // Only where the source had the driver's figures (cuda): the traces of
+  // cpu and meta runs keep their attributes as before.
+  if (pm.device_total != 0) {
+    write_scalar_attribute(g, "device_free", H5T_NATIVE_UINT64, &pm.device_free, path);
+    write_scalar_attribute(g, "device_total", H5T_NATIVE_UINT64, &pm.device_total, path);
+  }
 
   std::vector<trace_detail::TopBlockRow> top;
   top.reserve(pm.largest_live.size());

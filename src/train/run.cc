@@ -176,10 +176,11 @@ Run::Run(const ExperimentConfig& config, RunMode mode, Communicator& comm, RunCo
       comm_(comm),
       control_(control) {
   const RunSettings& s = settings_;
-  if (comm.is_distributed() && s.backend != BackendKind::kCpu)
+  if (comm.is_distributed() && !comm.moves_tensors_of(s.backend))
     throw UsageError("run.backend = \"" + std::string(name_of(config.run.backend)) +
                      "\": " + std::to_string(comm.world_size()) +
-                     " ranks need the cpu backend in this build (MpiComm reduces host memory)");
+                     " ranks of this job's communicator cannot reduce its tensors (MPI moves "
+                     "host memory, NCCL device memory)");
   if (s.data_path.empty())
     throw UsageError(
         "data.path: required: a tokenized HDF5 file (docs/data-format.md), or set "
@@ -291,6 +292,13 @@ RunResult Run::execute(RunObserver& observer) {
   Allocator allocator(source_for(s.backend), s.allocator);
   std::unique_ptr<Backend> backend =
       make_backend(s.backend, s.target, allocator, s.cublaslt_workspace_bytes);
+  // Collectives on the backend's stream, after the kernels that wrote their
+  // tensors; given back before the backend (and its stream) goes.
+  struct LentStream {
+    Communicator& comm;
+    ~LentStream() { comm.use_device_stream(nullptr); }
+  } lent_stream{comm_};
+  comm_.use_device_stream(backend->device_stream());
   // zero.offload_optimizer: the optimizer's states and update live in host
   // memory, with an allocator of their own, so they count against no
   // device capacity and are reported beside it.

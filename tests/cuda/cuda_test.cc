@@ -8,6 +8,7 @@
 
 #include "kernels.h"
 #include "memory/allocator.h"
+#include "memory/postmortem.h"
 #include "tensor/dtype.h"
 
 namespace headroom {
@@ -49,6 +50,12 @@ TEST_F(Cuda, ARealOutOfMemoryBecomesAPostmortem) {
   } catch (const OutOfMemory& oom) {
     EXPECT_FALSE(oom.postmortem().capacity_limited);
     EXPECT_EQ(oom.postmortem().source, "cuda");
+    // The driver's figures ride along: the whole device, and what was free.
+    EXPECT_EQ(oom.postmortem().device_total, total);
+    EXPECT_GT(oom.postmortem().device_free, 0u);
+    EXPECT_LE(oom.postmortem().device_free, total);
+    EXPECT_NE(format_postmortem(oom.postmortem()).find("device (cudaMemGetInfo): "),
+              std::string::npos);
   }
   Allocation ok = allocator.allocate(1 << 20, Category::kLogits, "fine.after");
   EXPECT_NE(ok.address, nullptr) << "the failed cudaMalloc left no sticky error";

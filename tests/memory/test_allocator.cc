@@ -2,9 +2,13 @@
 // (the host source) unless the rule is about addresses only.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "memory/allocator.h"
+#include "memory/postmortem.h"
+#include "memory/segment_source.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -195,6 +199,52 @@ TEST(Oom, CapacityRefusalCarriesThePostmortem) {
   EXPECT_EQ(a.allocated(), 30 * MiB) << "the failed request left the allocator unchanged";
   a.free(w);
   a.remove_observer(&rec);
+}
+
+// A source that refuses every segment and, like cudaMemGetInfo, knows the
+// device's free and total bytes: a real (not capacity) OOM on a device.
+class RefusingDeviceSource final : public SegmentSource {
+ public:
+  void* map(uint64_t /*bytes*/) override { return nullptr; }
+  void unmap(void* /*address*/, uint64_t /*bytes*/) override {}
+  std::string_view name() const override { return "cuda"; }
+  bool is_host_accessible() const override { return false; }
+  bool device_memory(uint64_t* free_bytes, uint64_t* total_bytes) const override {
+    *free_bytes = 3 * MiB;
+    *total_bytes = 80 * MiB;
+    return true;
+  }
+};
+
+TEST(Oom, ASourceRefusalCarriesTheDriversFigures) {
+  Allocator a(std::make_unique<RefusingDeviceSource>(), AllocatorOptions{});
+  try {
+    a.allocate(12 * MiB, Category::kLogits, "loss.chunk.0.logits");
+    FAIL() << "expected OutOfMemory";
+  } catch (const OutOfMemory& oom) {
+    const Postmortem& pm = oom.postmortem();
+    EXPECT_FALSE(pm.capacity_limited);
+    EXPECT_EQ(pm.device_free, 3 * MiB);
+    EXPECT_EQ(pm.device_total, 80 * MiB);
+    const std::string text = format_postmortem(pm);
+    EXPECT_NE(text.find("device (cudaMemGetInfo): 3.0 MiB free of 80.0 MiB; in use outside this "
+                        "allocator 77.0 MiB"),
+              std::string::npos)
+        << text;
+  }
+}
+
+TEST(Oom, AHostSourceHasNoDriverFigures) {
+  AllocatorOptions options;
+  options.capacity = 1 * MiB;
+  Allocator a(make_host_source(), options);
+  try {
+    a.allocate(2 * MiB, Category::kLogits, "too.big");
+    FAIL() << "expected OutOfMemory";
+  } catch (const OutOfMemory& oom) {
+    EXPECT_EQ(oom.postmortem().device_total, 0u);
+    EXPECT_EQ(format_postmortem(oom.postmortem()).find("cudaMemGetInfo"), std::string::npos);
+  }
 }
 
 TEST(Oom, TopBlocksAreTheTenLargestLargestFirst) {

@@ -33,6 +33,8 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/common/rng.h"  // HEADROOM_HOST_DEVICE
+
 namespace headroom {
 
 enum class AttentionMaskKind : uint8_t { kDocument, kCausal, kSlidingWindow, kDflashBlock };
@@ -59,13 +61,40 @@ struct AttentionMask {
   int64_t window = 0;
   int64_t mask_block = 0;
 
+  // nvcc compiles the cuda kernels (which read this struct) as C++17, which
+  // has no defaulted comparisons.
+#if __cplusplus >= 202002L
   bool operator==(const AttentionMask&) const = default;
+#endif
 };
 
 // The visible keys of query token i: [lo, hi).
 struct KeyInterval {
   int64_t lo = 0, hi = 0;
 };
+
+// The visible keys of query token i of the document [start, end) that holds
+// it: the table above for a caller that already found the document (cuda's
+// dense mask kernel, which has no std::vector to search).
+HEADROOM_HOST_DEVICE inline KeyInterval visible_keys_in_document(const AttentionMask& mask,
+                                                                 int64_t start, int64_t end,
+                                                                 int64_t i) {
+  switch (mask.kind) {
+    case AttentionMaskKind::kCausal:
+      return {0, i + 1};
+    case AttentionMaskKind::kSlidingWindow: {
+      const int64_t lo = i - mask.window + 1;
+      return {lo > start ? lo : start, i + 1};
+    }
+    case AttentionMaskKind::kDflashBlock: {
+      const int64_t hi = start + ((i - start) / mask.mask_block + 1) * mask.mask_block;
+      return {start, hi < end ? hi : end};
+    }
+    case AttentionMaskKind::kDocument:
+      break;
+  }
+  return {start, i + 1};
+}
 
 // cu must be valid (check_cu_seqlens) and 0 <= i < cu.back(). O(log documents).
 KeyInterval visible_keys(const AttentionMask& mask, const std::vector<int32_t>& cu, int64_t i);

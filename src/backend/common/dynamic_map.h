@@ -21,7 +21,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
+
+#include "backend/common/rng.h"  // HEADROOM_HOST_DEVICE
 
 namespace headroom {
 
@@ -43,18 +46,23 @@ const std::array<float, 256>& dynamic_map(bool is_signed);
 // gathers for the table reads: a std::lower_bound per element, out of line,
 // mispredicted its branches on random moments and took most of an 8-bit
 // AdamW step (bench/RESULTS.md).
-inline __attribute__((always_inline)) uint8_t quantize_to_map(const std::array<float, 256>& map,
-                                                              bool is_signed, float x) {
+// `map` is the std::array of dynamic_map() on the cpu, and an array of
+// the same 256 values in shared memory in the cuda kernels (cuda/
+// adamw8bit.cu, nf4.cu), so that both compute the same codes.
+template <typename Map>
+HEADROOM_HOST_DEVICE inline __attribute__((always_inline)) uint8_t quantize_to_map(const Map& map,
+                                                                                   bool is_signed,
+                                                                                   float x) {
   // upper: the first value >= x (256: none), by a binary search whose every
-  // step is a select. Before the step of `half` the answer lies in
-  // [upper, upper + 2 * half]; the steps are written out, since GCC does not
+  // step is a select. Before the step of `width` the answer lies in
+  // [upper, upper + 2 * width]; the steps are written out, since GCC does not
   // vectorize a loop with a loop inside.
   // Every condition is used as 0 or 1 (bool arithmetic, `&` rather than
   // `&&`): a `?:` here became a branch, and a loop with one is not
   // vectorized.
   int32_t upper = 0;
-  const auto step = [&](int32_t half) {
-    upper += half * static_cast<int32_t>(map[static_cast<size_t>(upper + half)] < x);
+  const auto step = [&](int32_t width) {
+    upper += width * static_cast<int32_t>(map[static_cast<size_t>(upper + width)] < x);
   };
   step(128);
   step(64);
@@ -68,7 +76,11 @@ inline __attribute__((always_inline)) uint8_t quantize_to_map(const std::array<f
   // The nearer of the values either side of x (ties: the lower). At the
   // ends the comparison picks 0 or 255 by itself, except for a NaN x, which
   // compares false everywhere: it gets code 0.
+#if defined(__CUDA_ARCH__)
+  const int32_t right = min(max(upper, int32_t{1}), int32_t{255});  // CUDA's int min / max
+#else
   const int32_t right = std::min(std::max(upper, int32_t{1}), int32_t{255});
+#endif
   const float below = map[static_cast<size_t>(right - 1)], above = map[static_cast<size_t>(right)];
   int32_t code = right - static_cast<int32_t>(x - below <= above - x);
   code *= static_cast<int32_t>(upper != 0);

@@ -4,14 +4,6 @@ namespace headroom {
 
 namespace {
 
-// bitsandbytes' dQuantizeNF4 pivots (csrc/kernels.cu), ascending: each the
-// fp32 midpoint of two neighbouring values below.
-constexpr std::array<float, 15> kMidpoints = {
-    -0.8480964004993439f,  -0.6106329262256622f,  -0.4599952697753906f,   -0.33967943489551544f,
-    -0.23460740596055984f, -0.13791173323988914f, -0.045525018125772476f, 0.03979014977812767f,
-    0.1202552504837513f,   0.2035212516784668f,   0.2920137718319893f,    0.3893125355243683f,
-    0.5016634166240692f,   0.6427869200706482f,   0.8614784181118011f};
-
 constexpr std::array<float, 16> kValues = {-1.0f,
                                            -0.6961928009986877f,
                                            -0.5250730514526367f,
@@ -33,13 +25,6 @@ constexpr std::array<float, 16> kValues = {-1.0f,
 
 const std::array<float, 16>& nf4_values() {
   return kValues;
-}
-
-uint8_t nf4_code(float x) {
-  uint8_t code = 0;
-  for (float m : kMidpoints)
-    code += x > m ? 1 : 0;
-  return code;
 }
 
 Nf4Sizes nf4_sizes(int64_t numel, bool double_quant) {

@@ -19,6 +19,8 @@
 #include <array>
 #include <cstdint>
 
+#include "backend/common/rng.h"  // HEADROOM_HOST_DEVICE
+
 namespace headroom {
 
 // Elements per absmax of the 4-bit codes (bitsandbytes' default blocksize).
@@ -33,8 +35,22 @@ const std::array<float, 16>& nf4_values();
 // The code of x (a value already divided by its block's absmax): the number
 // of the 15 midpoints between neighbouring values that x exceeds, which is
 // bitsandbytes' dQuantizeNF4 decision tree (strict >, so a value exactly on
-// a midpoint goes to the lower code, and NaN to code 0).
-uint8_t nf4_code(float x);
+// a midpoint goes to the lower code, and NaN to code 0). Inline here, not
+// in nf4.cc, so that cuda/nf4.cu computes the same codes on the device.
+HEADROOM_HOST_DEVICE inline uint8_t nf4_code(float x) {
+  // bitsandbytes' dQuantizeNF4 pivots (csrc/kernels.cu), ascending: each the
+  // fp32 midpoint of two neighbouring values of nf4_values(). Local, since a
+  // namespace-scope array is not visible to device code.
+  constexpr float kMidpoints[15] = {
+      -0.8480964004993439f,  -0.6106329262256622f,  -0.4599952697753906f,   -0.33967943489551544f,
+      -0.23460740596055984f, -0.13791173323988914f, -0.045525018125772476f, 0.03979014977812767f,
+      0.1202552504837513f,   0.2035212516784668f,   0.2920137718319893f,    0.3893125355243683f,
+      0.5016634166240692f,   0.6427869200706482f,   0.8614784181118011f};
+  uint8_t code = 0;
+  for (float m : kMidpoints)
+    code += x > m ? 1 : 0;
+  return code;
+}
 
 // How a weight of `numel` elements is stored.
 struct Nf4Sizes {

@@ -8,20 +8,11 @@ namespace headroom {
 CudaKernels::CudaKernels() : matmuls_(context_) {}
 
 bool cuda_table_supports(Op op) {
-  // The ops with cuda kernels so far (elementwise.cc, gemm.cc,
-  // host_transfer.cc); the rest are not_on_cuda_yet.cc's refusals.
-  switch (op) {
-    case Op::kFill:
-    case Op::kCopy:
-    case Op::kCast:
-    case Op::kAdd:
-    case Op::kGemm:
-    case Op::kCopyFromHost:
-    case Op::kCopyToHost:
-      return true;
-    default:
-      return false;
-  }
+  // Every op of the front but block-sparse flash attention (the next issue:
+  // the front refuses attention.backend = "block_sparse" on cuda before it
+  // allocates). One file per op under src/backend/cuda/, its kernels in
+  // cuda/<op>.cu.
+  return op != Op::kAttentionForward && op != Op::kAttentionBackward;
 }
 
 bool CudaKernels::supports(Op op) const {

@@ -31,6 +31,7 @@ class CudaKernels final : public Kernels {
 
   const CudaContext& context() const { return context_; }
   cudaStream_t stream() const { return context_.stream(); }
+  void* device_stream() const override { return context_.stream(); }
 
   void fill(Tensor& x, float value) override;
   void fill_uniform(Tensor& x, uint64_t seed, float lo, float hi) override;

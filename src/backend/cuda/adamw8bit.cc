@@ -1,0 +1,110 @@
+// adamw8bit_update on cuda: one step of bitsandbytes' blockwise 8-bit AdamW
+// (cpu/adamw8bit.cc has the formula) by the kernel of cuda/adamw8bit.cu, one
+// thread block per block of 256 elements; param fp32 (no master), bf16 or
+// fp16 (master fp32, of param's dtype, or none: cpu/weight_update.h); grad
+// param's dtype; m, v uint8 codes and m_absmax, v_absmax fp32, in place.
+// Numerics: the scalars are computed here on the host exactly as the cpu's
+// (double, rounded to fp32; 1 - beta in fp32), the maps and the codes are
+// backend/common/dynamic_map.h's, and the per-element fp32 math is the
+// cpu's with the FMAs its AVX2 / AVX-512 clones contract (cuda/adamw8bit.cu
+// names them). Blocks are independent and each absmax is a maximum:
+// deterministic. Allocates: nothing (the maps travel as kernel parameters).
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "backend/common/dynamic_map.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "kernels_optimizer.h"  // cuda/: the kernels themselves
+#include "util/error.h"
+
+namespace headroom {
+
+namespace {
+
+[[noreturn]] void refuse_dtype(const char* op, const std::string& dtypes) {
+  throw UsageError(std::string("cuda ") + op + ": no cuda kernel for " + dtypes +
+                   " yet (run it on run.backend = \"cpu\", or plan it with `headroom plan` "
+                   "(it plans run.backend = \"cuda\" for the GPU))");
+}
+
+// CpuKernels::adamw8bit_update's scalars, operation for operation.
+cuda::AdamW8bitScalars scalars_of(const AdamWParams& params) {
+  const double t = static_cast<double>(params.step);
+  const double c1 = 1.0 - std::pow(static_cast<double>(params.beta1), t);
+  const double c2 = std::sqrt(1.0 - std::pow(static_cast<double>(params.beta2), t));
+  cuda::AdamW8bitScalars s{};
+  s.step_size = static_cast<float>(-static_cast<double>(params.lr) * c2 / c1);
+  s.c2_eps = static_cast<float>(c2 * static_cast<double>(params.eps));
+  s.decay = params.weight_decay > 0.0f
+                ? static_cast<float>(1.0 - static_cast<double>(params.lr) * params.weight_decay)
+                : 1.0f;
+  s.beta1 = params.beta1;
+  s.beta2 = params.beta2;
+  s.one_minus_beta1 = 1.0f - params.beta1;
+  s.one_minus_beta2 = 1.0f - params.beta2;
+  s.grad_scale = params.grad_scale;
+  s.zero_s = quantize_to_map(dynamic_map(true), true, 0.0f);
+  s.zero_u = quantize_to_map(dynamic_map(false), false, 0.0f);
+  return s;
+}
+
+const cuda::DynamicMap& device_map(bool is_signed) {
+  static const cuda::DynamicMap kMaps[2] = {
+      [] {
+        cuda::DynamicMap m{};
+        std::copy(dynamic_map(false).begin(), dynamic_map(false).end(), m.values);
+        return m;
+      }(),
+      [] {
+        cuda::DynamicMap m{};
+        std::copy(dynamic_map(true).begin(), dynamic_map(true).end(), m.values);
+        return m;
+      }()};
+  return kMaps[is_signed ? 1 : 0];
+}
+
+// The master case of a 16-bit param (the front let through fp32, param's
+// dtype, or none).
+cuda::MasterKind master_kind_of(const Tensor& master) {
+  if (!master.defined()) return cuda::MasterKind::kNone;
+  return master.dtype() == DType::kF32 ? cuda::MasterKind::kF32 : cuda::MasterKind::kParamDtype;
+}
+
+}  // namespace
+
+void CudaKernels::adamw8bit_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
+                                   Tensor& v, Tensor& m_absmax, Tensor& v_absmax,
+                                   const AdamWParams& params) {
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  const cuda::AdamW8bitScalars s = scalars_of(params);
+  const cuda::DynamicMap& map_s = device_map(true);
+  const cuda::DynamicMap& map_u = device_map(false);
+  void* master_data = master.defined() ? master.raw() : nullptr;
+  uint8_t* mc = m.data<uint8_t>();
+  uint8_t* vc = v.data<uint8_t>();
+  float* ma = m_absmax.data<float>();
+  float* va = v_absmax.data<float>();
+  switch (param.dtype()) {
+    case DType::kF32:
+      HR_CUDA_CHECK(cuda::adamw8bit_update_f32(param.data<float>(), grad.data<float>(), mc, vc, ma,
+                                               va, n, s, map_s, map_u, stream()));
+      return;
+    case DType::kBF16:
+      HR_CUDA_CHECK(cuda::adamw8bit_update_bf16(
+          static_cast<uint16_t*>(param.raw()), master_data, master_kind_of(master),
+          static_cast<const uint16_t*>(grad.raw()), mc, vc, ma, va, n, s, map_s, map_u, stream()));
+      return;
+    case DType::kF16:
+      HR_CUDA_CHECK(cuda::adamw8bit_update_f16(
+          static_cast<uint16_t*>(param.raw()), master_data, master_kind_of(master),
+          static_cast<const uint16_t*>(grad.raw()), mc, vc, ma, va, n, s, map_s, map_u, stream()));
+      return;
+    default:
+      refuse_dtype("adamw8bit_update", std::string(name_of(param.dtype())));
+  }
+}
+
+}  // namespace headroom

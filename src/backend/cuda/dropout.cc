@@ -1,0 +1,48 @@
+// dropout on cuda: out[i] = keep(seed, i) ? x[i] * s : +0, s = 1 / (1 - p) in
+// fp32, keep = dropout_keeps (backend/common/dropout_mask.h), by
+// cuda/dropout.cu: the same kept elements and the same bits as cpu/dropout.cc
+// (fp32, bf16 or fp16: fp32 math, one rounding per element). out may be x
+// exactly. Counter-based, so deterministic and its own backward.
+// Allocates: nothing.
+#include <string>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "kernels_elementwise.h"  // cuda/: the kernels themselves
+#include "util/error.h"
+
+namespace headroom {
+
+namespace {
+
+[[noreturn]] void refuse_dtype(const char* op, const std::string& dtypes) {
+  throw UsageError(std::string("cuda ") + op + ": no cuda kernel for " + dtypes +
+                   " yet (run it on run.backend = \"cpu\", or plan it with `headroom plan` "
+                   "(it plans run.backend = \"cuda\" for the GPU))");
+}
+
+uint16_t* bits16(const Tensor& x) {
+  return static_cast<uint16_t*>(x.raw());
+}
+
+}  // namespace
+
+void CudaKernels::dropout(const Tensor& x, float p, uint64_t seed, Tensor& out) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  switch (x.dtype()) {
+    case DType::kF32:
+      HR_CUDA_CHECK(cuda::dropout_f32(x.data<float>(), p, seed, out.data<float>(), n, stream()));
+      return;
+    case DType::kBF16:
+      HR_CUDA_CHECK(cuda::dropout_bf16(bits16(x), p, seed, bits16(out), n, stream()));
+      return;
+    case DType::kF16:
+      HR_CUDA_CHECK(cuda::dropout_f16(bits16(x), p, seed, bits16(out), n, stream()));
+      return;
+    default:
+      refuse_dtype("dropout", std::string(name_of(x.dtype())));
+  }
+}
+
+}  // namespace headroom
