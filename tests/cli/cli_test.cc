@@ -10,6 +10,7 @@
 
 #include "cli_harness.h"
 #include "config/config.h"
+#include "test_util/small_run.h"
 #include "trace/reader.h"
 
 namespace fs = std::filesystem;
@@ -19,9 +20,7 @@ namespace {
 
 // The quickstart, shrunk so each run takes a fraction of a second (also
 // under ASan): a 50-document corpus and 256-token bins.
-constexpr const char* kSmall =
-    " --set data.synthetic_documents=50 --set batch.max_tokens_per_micro_batch=256"
-    " --set loss.chunk_size=128 --set schedule.warmup_steps=1";
+const std::string kSmall = testing::small_run_overrides(50);
 
 using testing::Result;
 using testing::slurp;

@@ -16,6 +16,7 @@
 
 #include "cli_harness.h"
 #include "test_util/small_disk.h"
+#include "test_util/small_run.h"
 #include "trace/reader.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -31,9 +32,7 @@ using testing::slurp;
 using testing::SmallDisk;
 
 // The quickstart shrunk to a fraction of a second per step (as cli_test.cc).
-constexpr const char* kSmall =
-    " --set data.synthetic_documents=50 --set batch.max_tokens_per_micro_batch=256"
-    " --set loss.chunk_size=128 --set schedule.warmup_steps=1";
+const std::string kSmall = testing::small_run_overrides(50);
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

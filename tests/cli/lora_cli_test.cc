@@ -11,6 +11,7 @@
 
 #include "cli_harness.h"
 #include "model/safetensors.h"
+#include "test_util/small_run.h"
 #include "trace/reader.h"
 
 namespace fs = std::filesystem;
@@ -21,9 +22,7 @@ namespace {
 using testing::Result;
 using testing::slurp;
 
-constexpr const char* kSmall =
-    " --set data.synthetic_documents=60 --set batch.max_tokens_per_micro_batch=256"
-    " --set loss.chunk_size=128 --set schedule.warmup_steps=1";
+const std::string kSmall = testing::small_run_overrides(60);
 constexpr const char* kLora =
     " --set lora.enabled=true --set lora.rank=4 --set lora.alpha=8 --set lora.dropout=0.1"
     " --set lora.targets=[\\\"q_proj\\\",\\\"v_proj\\\",\\\"down_proj\\\"]";

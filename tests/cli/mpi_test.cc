@@ -16,6 +16,7 @@
 
 #include "cli_harness.h"
 #include "data/token_dataset_writer.h"
+#include "test_util/small_run.h"
 #include "trace/reader.h"
 
 namespace fs = std::filesystem;
@@ -23,9 +24,7 @@ namespace fs = std::filesystem;
 namespace headroom {
 namespace {
 
-constexpr const char* kSmall =
-    " --set data.synthetic_documents=60 --set batch.max_tokens_per_micro_batch=256"
-    " --set loss.chunk_size=128 --set schedule.warmup_steps=1";
+const std::string kSmall = testing::small_run_overrides(60);
 
 using testing::Result;
 using testing::slurp;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cli_harness.h"
+#include "test_util/small_run.h"
 #include "test_util/source_tree.h"
 #include "trace/reader.h"
 
@@ -31,9 +32,7 @@ namespace {
 
 // The quickstart shrunk as in cli_test.cc, with enough steps that a signal
 // sent after the third lands mid-run.
-constexpr const char* kSmall =
-    " --set data.synthetic_documents=50 --set batch.max_tokens_per_micro_batch=256"
-    " --set loss.chunk_size=128 --set schedule.warmup_steps=1";
+const std::string kSmall = testing::small_run_overrides(50);
 constexpr int kSteps = 12;
 
 using testing::Result;

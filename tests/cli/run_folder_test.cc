@@ -18,6 +18,7 @@
 #include "cli_harness.h"
 #include "data/token_dataset_writer.h"
 #include "test_util/small_disk.h"
+#include "test_util/small_run.h"
 #include "test_util/source_tree.h"
 #include "trace/reader.h"
 
@@ -30,9 +31,7 @@ using testing::Result;
 using testing::slurp;
 
 // A quickstart run small enough for a fraction of a second (also under ASan).
-constexpr const char* kSmall =
-    " --set data.synthetic_documents=50 --set batch.max_tokens_per_micro_batch=256"
-    " --set loss.chunk_size=128 --set schedule.warmup_steps=0 --set run.steps=2";
+const std::string kSmall = testing::small_run_overrides(50, 0) + " --set run.steps=2";
 
 // Every file under `dir` with its bytes, so "nothing changed" is one
 // comparison. The lock files are left out: they hold the pid of whoever

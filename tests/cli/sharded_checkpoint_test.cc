@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli_harness.h"
+#include "test_util/small_run.h"
 #include "trace/reader.h"
 
 namespace fs = std::filesystem;
@@ -25,10 +26,8 @@ namespace {
 
 // A global batch of 4 micro-batches per step whatever the world size:
 // 2 ranks accumulate 2, 4 ranks 1 each (the batcher deals the same bins).
-constexpr const char* kSmall =
-    " --set data.synthetic_documents=60 --set batch.max_tokens_per_micro_batch=256"
-    " --set loss.chunk_size=128 --set schedule.warmup_steps=1 --set run.steps=4"
-    " --set checkpoint.save_every=2";
+const std::string kSmall =
+    testing::small_run_overrides(60) + " --set run.steps=4 --set checkpoint.save_every=2";
 
 using testing::Result;
 using testing::slurp;

@@ -108,26 +108,6 @@ std::string write_trace(const std::string& path, const std::vector<MemoryEvent>&
   return path;
 }
 
-Postmortem sample_oom() {
-  Postmortem pm;
-  pm.requested_bytes = 100 * kMiB;
-  pm.rounded_bytes = 100 * kMiB;
-  pm.segment_bytes = 100 * kMiB;
-  pm.tag = "loss.chunk.7.logits";
-  pm.category = Category::kLogits;
-  pm.phase = Phase::kLoss;
-  pm.step = 1;
-  pm.allocated = 14 * kMiB;
-  pm.reserved = 64 * kMiB;
-  pm.capacity = 128 * kMiB;
-  pm.source = "meta";
-  pm.capacity_limited = true;
-  pm.live_by_category[static_cast<int>(Category::kParam)] = 8 * kMiB;
-  pm.largest_live.push_back(
-      LiveBlock{8 * kMiB, "param.embed", Category::kParam, Phase::kInit, -1, -1});
-  return pm;
-}
-
 class RunReportTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -342,7 +322,7 @@ TEST(RunReport, OomTrace) {
   TempDir dir;
   Stream s = known_stream();
   s.add(MemoryAction::kOom, Category::kLogits, 100 * kMiB, 0, 2);
-  const Postmortem pm = sample_oom();
+  const Postmortem pm = testing::sample_oom();
   const std::string path = write_trace(dir.file("plan.rank0.h5"), s.events, 1, &pm);
   const RunReport run = build_run_report(dir.path());
   ASSERT_EQ(run.traces.size(), 1u);
@@ -368,7 +348,7 @@ TEST(RunReport, AnOomsAdviceReachesEveryRendering) {
   TempDir dir;
   Stream s = known_stream();
   s.add(MemoryAction::kOom, Category::kLogits, 100 * kMiB, 0, 2);
-  const Postmortem pm = sample_oom();
+  const Postmortem pm = testing::sample_oom();
   const std::string path = write_trace(dir.file("plan.rank0.h5"), s.events, 1, &pm);
   write_oom_advice(path, R"({"why": ["step 1 began with 1 GiB live"],
     "fits": [{"set": ["loss.mode=recompute"], "peak_reserved": 1048576,

@@ -192,19 +192,13 @@ TEST(Summary, SaysWhenNoEventsWereRecorded) {
 
 TEST(Summary, AppendsThePostmortem) {
   TempDir dir;
-  Postmortem pm;
-  pm.requested_bytes = 100 * kMiB;
-  pm.rounded_bytes = 100 * kMiB;
-  pm.segment_bytes = 100 * kMiB;
-  pm.tag = "loss.chunk.7.logits";
-  pm.category = Category::kLogits;
-  pm.phase = Phase::kLoss;
+  // The shared sample, at the first step of this trace's smaller run.
+  Postmortem pm = testing::sample_oom();
   pm.step = 0;
   pm.allocated = 16 * kMiB;
   pm.reserved = 20 * kMiB;
   pm.capacity = 64 * kMiB;
-  pm.source = "meta";
-  pm.capacity_limited = true;
+  pm.live_by_category = {};
   pm.live_by_category[static_cast<int>(Category::kActivation)] = 8 * kMiB;
   pm.largest_live = {
       {6 * kMiB, "activation.block.0", Category::kActivation, Phase::kForward, 0, 0}};

@@ -327,6 +327,30 @@ TEST(TraceRoundTrip, OomWithNoLiveBlocksAndSourceLimit) {
   EXPECT_EQ(read.capacity, 0u);
 }
 
+TEST(TraceRoundTrip, TheDriversFiguresOfACudaOomRoundTrip) {
+  TempDir dir;
+  Postmortem pm = sample_postmortem();
+  pm.source = "cuda";
+  pm.capacity_limited = false;
+  pm.device_free = 1u << 30;
+  pm.device_total = 80ull << 30;
+  const std::string path = dir.file("t.h5");
+  {
+    TraceWriter writer(path, sample_header(), true);
+    writer.write_oom(pm);
+  }
+  Postmortem read = TraceReader::open(path).oom();
+  EXPECT_EQ(read.device_free, 1u << 30);
+  EXPECT_EQ(read.device_total, 80ull << 30);
+  // A trace without them (every cpu or meta OOM) reads as none.
+  const std::string plain = dir.file("plain.h5");
+  {
+    TraceWriter writer(plain, sample_header(), true);
+    writer.write_oom(sample_postmortem());
+  }
+  EXPECT_EQ(TraceReader::open(plain).oom().device_total, 0u);
+}
+
 TEST(TraceRoundTrip, NoOomThrowsWithPath) {
   TempDir dir;
   const std::string path = dir.file("t.h5");

@@ -13,10 +13,35 @@
 #include <vector>
 
 #include "memory/event.h"
+#include "memory/postmortem.h"
 #include "test_util/temp_dir.h"
 #include "trace/records.h"
 
 namespace headroom::testing {
+
+// A capacity OOM of the loss's logits chunk at step 1 on meta: 100 MiB asked
+// with 14 MiB allocated, 64 MiB reserved of 128 MiB, an 8 MiB embedding
+// the one live block. What the report tests write into a trace's /oom.
+inline Postmortem sample_oom() {
+  constexpr uint64_t kMiB = 1 << 20;
+  Postmortem pm;
+  pm.requested_bytes = 100 * kMiB;
+  pm.rounded_bytes = 100 * kMiB;
+  pm.segment_bytes = 100 * kMiB;
+  pm.tag = "loss.chunk.7.logits";
+  pm.category = Category::kLogits;
+  pm.phase = Phase::kLoss;
+  pm.step = 1;
+  pm.allocated = 14 * kMiB;
+  pm.reserved = 64 * kMiB;
+  pm.capacity = 128 * kMiB;
+  pm.source = "meta";
+  pm.capacity_limited = true;
+  pm.live_by_category[static_cast<int>(Category::kParam)] = 8 * kMiB;
+  pm.largest_live.push_back(
+      LiveBlock{8 * kMiB, "param.embed", Category::kParam, Phase::kInit, -1, -1});
+  return pm;
+}
 
 inline TraceHeader sample_header() {
   TraceHeader h;

@@ -75,7 +75,8 @@ struct KeyInterval {
 
 // The visible keys of query token i of the document [start, end) that holds
 // it: the table above for a caller that already found the document (cuda's
-// dense mask kernel, which has no std::vector to search).
+// dense mask kernel, which has no std::vector to search; visible_keys
+// finds the document and calls it, so host and device share one formula).
 HEADROOM_HOST_DEVICE inline KeyInterval visible_keys_in_document(const AttentionMask& mask,
                                                                  int64_t start, int64_t end,
                                                                  int64_t i) {
