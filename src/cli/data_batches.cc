@@ -94,13 +94,14 @@ int data_batches(const std::vector<std::string>& args) {
                      "with data.synthesize_if_missing makes one)");
   const TokenDataset dataset = TokenDataset::open(config.data.path, model_config.vocab_size);
 
-  const BatchOptions options = batch_options_of(config, dataset, world_size, 0);
+  BatchOptions options = batch_options_of(config, dataset, world_size, 0);
   Batcher batcher(dataset, options);
   const bool packed = options.mode == BatchOptions::Mode::kPacked;
   const int64_t budget = options.max_tokens_per_micro_batch;
   // The Batcher's options, not the config's: "auto" is resolved there.
   const std::vector<int64_t>& buckets = batcher.options().buckets;
   const bool bucketed = !packed && !buckets.empty();
+  const bool grouped = !packed && options.group_pool > 0;
 
   nlohmann::ordered_json j;
   if (json) {
@@ -118,6 +119,10 @@ int data_batches(const std::vector<std::string>& args) {
       if (bucketed) {
         j["buckets"] = buckets;
         j["pad_to"] = name_of(config.batch.pad_to);
+        j["max_tokens_per_micro_batch"] = budget;
+      }
+      if (grouped) {
+        j["group_pool"] = options.group_pool;
         j["max_tokens_per_micro_batch"] = budget;
       }
     }
@@ -144,10 +149,13 @@ int data_batches(const std::vector<std::string>& args) {
                          join_boundaries(buckets) + " tokens) under " + std::to_string(budget) +
                          " tokens per micro-batch, padded to " +
                          std::string(name_of(config.batch.pad_to)) + multiple
-                   : std::to_string(options.micro_batch_size) + " padded rows per micro-batch" +
-                         (options.seq_len ? " of " + std::to_string(options.seq_len) + " tokens"
-                                          : std::string(", as long as the longest")) +
-                         multiple;
+        : grouped ? "rows grouped by length in pools of " + std::to_string(options.group_pool) +
+                        " micro-batches under " + std::to_string(budget) +
+                        " tokens per micro-batch, padded to the longest" + multiple
+                  : std::to_string(options.micro_batch_size) + " padded rows per micro-batch" +
+                        (options.seq_len ? " of " + std::to_string(options.seq_len) + " tokens"
+                                         : std::string(", as long as the longest")) +
+                        multiple;
     std::printf(
         "%s: %lld documents, %lld tokens; %s %s, grad_accum %d, world_size %d, "
         "max_sample_tokens %lld, shuffle %s (seed %llu)\n",
@@ -183,6 +191,10 @@ int data_batches(const std::vector<std::string>& args) {
             mb["bucket"] = b.bucket;
             mb["width"] = b.width;
           }
+          if (grouped) {
+            mb["pool"] = b.pool;
+            mb["width"] = b.width;
+          }
           rank_json["micro_batches"].push_back(mb);
           continue;
         }
@@ -197,13 +209,16 @@ int data_batches(const std::vector<std::string>& args) {
                       static_cast<long long>(b.bucket),
                       static_cast<long long>(buckets[static_cast<size_t>(b.bucket)]),
                       static_cast<long long>(b.width));
+        if (grouped)
+          std::printf(" (pool %lld, rows of %lld)", static_cast<long long>(b.pool),
+                      static_cast<long long>(b.width));
         std::printf(", longest %lld, truncated %lld, padding %lld",
                     static_cast<long long>(b.longest), static_cast<long long>(b.truncated),
                     static_cast<long long>(b.padding));
         if (!packed && b.tokens > 0)
           std::printf(" (%.1f%%)",
                       100.0 * static_cast<double>(b.padding) / static_cast<double>(b.tokens));
-        std::printf("%s\n", (packed || bucketed) && b.tokens > budget
+        std::printf("%s\n", (packed || bucketed || grouped) && b.tokens > budget
                                 ? "  (one document over the budget)"
                                 : "");
       }
@@ -229,7 +244,26 @@ int data_batches(const std::vector<std::string>& args) {
     j["total"] = {{"micro_batches", total_batches},
                   {"tokens", total_tokens},
                   {"padding", total_padding},
+                  {"padding_share", totals.padding_share()},
                   {"rank_balance", balance}};
+    if (bucketed || grouped) {
+      nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+      for (const GroupPadding& g : totals.groups) {
+        nlohmann::ordered_json e;
+        if (bucketed) {
+          e["bucket"] = g.bucket;
+        } else {
+          e["epoch"] = g.epoch;
+          e["pool"] = g.pool;
+        }
+        e["micro_batches"] = g.micro_batches;
+        e["tokens"] = g.tokens;
+        e["padding"] = g.padding;
+        e["padding_share"] = g.padding_share();
+        groups.push_back(e);
+      }
+      j[bucketed ? "padding_by_bucket" : "padding_by_pool"] = groups;
+    }
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -246,6 +280,17 @@ int data_batches(const std::vector<std::string>& args) {
                               : 0.0);
   if (world_size > 1) std::printf(", rank balance %.1f%%", 100.0 * balance);
   std::printf("\n");
+  for (const GroupPadding& g : totals.groups) {
+    if (bucketed)
+      std::printf("  bucket %lld (<= %lld tokens):", static_cast<long long>(g.bucket),
+                  static_cast<long long>(buckets[static_cast<size_t>(g.bucket)]));
+    else
+      std::printf("  epoch %lld pool %lld:", static_cast<long long>(g.epoch),
+                  static_cast<long long>(g.pool));
+    std::printf(" %lld micro-batches, %lld tokens (%lld padding, %.1f%%)\n",
+                static_cast<long long>(g.micro_batches), static_cast<long long>(g.tokens),
+                static_cast<long long>(g.padding), 100.0 * g.padding_share());
+  }
   return 0;
 }
 

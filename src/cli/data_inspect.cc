@@ -53,6 +53,7 @@ int data_inspect(const std::vector<std::string>& args) {
     j["suggested_buckets"] = {{"boundaries", r.suggested_buckets},
                               {"documents", r.suggested_bucket_documents},
                               {"padding_fraction", r.bucketed_padding_fraction},
+                              {"padding_fractions", r.suggested_bucket_padding_fractions},
                               {"padding_fraction_unbucketed", r.unbucketed_padding_fraction}};
     j["vocab"] = {
         {"size", attrs.vocab_size}, {"distinct", r.vocab_distinct}, {"fraction", r.vocab_fraction}};
@@ -101,6 +102,14 @@ int data_inspect(const std::vector<std::string>& args) {
         "             documents per bucket %s; padded rows waste %.1f%% (%.1f%% all "
         "padded to the longest)\n",
         counts.c_str(), 100.0 * r.bucketed_padding_fraction, 100.0 * r.unbucketed_padding_fraction);
+    std::string shares;
+    for (size_t i = 0; i < r.suggested_bucket_padding_fractions.size(); ++i) {
+      char share[32];
+      std::snprintf(share, sizeof share, "%s%.1f%%", i ? ", " : "",
+                    100.0 * r.suggested_bucket_padding_fractions[i]);
+      shares += share;
+    }
+    std::printf("             padding per bucket %s\n", shares.c_str());
   }
   std::printf("  vocab      %lld of %lld ids used (%.1f%%)\n",
               static_cast<long long>(r.vocab_distinct), static_cast<long long>(attrs.vocab_size),

@@ -111,6 +111,9 @@ struct BatchSection {
   std::vector<int64_t> buckets;
   bool auto_buckets = false;
   PadTo pad_to = PadTo::kBucket;  // bucketed rows: to the bucket's length or to the longest
+  // Padded: length grouping over pools worth this many micro-batches (HF's
+  // LengthGroupedSampler megabatch is 50); 0 = off.
+  int64_t group_pool = 0;
 
   bool operator==(const BatchSection&) const = default;
 };

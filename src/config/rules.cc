@@ -121,13 +121,43 @@ std::vector<ConfigRule> build_rules() {
          return std::nullopt;
        }},
       {"batch.micro_batch_size", "batch.mode",
-       "batch.mode = \"padded\" without batch.buckets requires batch.micro_batch_size >= 1",
+       "batch.mode = \"padded\" without batch.buckets or batch.group_pool requires "
+       "batch.micro_batch_size >= 1",
        [](const ExperimentConfig& c) -> Complaint {
          const bool bucketed = !c.batch.buckets.empty() || c.batch.auto_buckets;
-         if (c.batch.mode == BatchSection::Mode::kPadded && !bucketed &&
+         if (c.batch.mode == BatchSection::Mode::kPadded && !bucketed && c.batch.group_pool == 0 &&
              c.batch.micro_batch_size < 1)
            return "must be >= 1 when batch.mode = \"padded\" without batch.buckets, got " +
                   std::to_string(c.batch.micro_batch_size);
+         return std::nullopt;
+       }},
+      {"batch.group_pool", "batch.mode", "batch.group_pool > 0 requires batch.mode = \"padded\"",
+       [](const ExperimentConfig& c) -> Complaint {
+         // Packed bins have no padding for grouping to save.
+         if (c.batch.group_pool > 0 && c.batch.mode != BatchSection::Mode::kPadded)
+           return std::to_string(c.batch.group_pool) +
+                  " groups padded rows by length, but batch.mode = \"" +
+                  std::string(name_of(c.batch.mode)) +
+                  "\"; set batch.mode = \"padded\", or batch.group_pool = 0";
+         return std::nullopt;
+       }},
+      {"batch.group_pool", "batch.buckets", "batch.group_pool > 0 requires batch.buckets = []",
+       [](const ExperimentConfig& c) -> Complaint {
+         const bool bucketed = !c.batch.buckets.empty() || c.batch.auto_buckets;
+         if (c.batch.group_pool > 0 && bucketed)
+           return std::to_string(c.batch.group_pool) +
+                  " groups lengths by sorting pools, and batch.buckets groups them by "
+                  "boundaries; set one of them (batch.group_pool = 0 or batch.buckets = [])";
+         return std::nullopt;
+       }},
+      {"batch.group_pool", "batch.seq_len", "batch.group_pool > 0 requires batch.seq_len = 0",
+       [](const ExperimentConfig& c) -> Complaint {
+         if (c.batch.group_pool > 0 && c.batch.seq_len > 0)
+           return std::to_string(c.batch.group_pool) +
+                  " pads rows to the longest of similar lengths, but batch.seq_len = " +
+                  std::to_string(c.batch.seq_len) +
+                  " pads every row to one length; set one of them (batch.group_pool = 0 or "
+                  "batch.seq_len = 0)";
          return std::nullopt;
        }},
       {"batch.buckets", "batch.mode", "batch.buckets requires batch.mode = \"padded\"",

@@ -645,7 +645,8 @@ std::vector<ConfigKey> build_schema() {
               "mix windows. 0 = the whole epoch."),
       integer(HR_FIELD(batch.max_tokens_per_micro_batch), 1, kMaxTokens,
               "Packed: token budget of one micro-batch, filled first-fit; a longer sample gets a "
-              "micro-batch of its own. Padded with batch.buckets: the budget after padding."),
+              "micro-batch of its own. Padded with batch.buckets or batch.group_pool: the budget "
+              "after padding."),
       integer(HR_FIELD(batch.pad_to_multiple_of), 0, kMaxTokens,
               "Packed: each micro-batch is padded up to a multiple of this many tokens (never "
               "past max_tokens_per_micro_batch), the padding one segment of its own that no "
@@ -655,8 +656,9 @@ std::vector<ConfigKey> build_schema() {
               "and the cpu backend's gemm kernels, made (JIT-compiled) once per shape, are "
               "reused instead of made anew for nearly every step. 0 = no padding."),
       integer(HR_FIELD(batch.micro_batch_size), 0, kNoMax,
-              "Samples per micro-batch. Padded: required, >= 1, unless batch.buckets is set, "
-              "where it caps the rows (0 = no cap). Packed: a cap on samples per bin, 0 = no "
+              "Samples per micro-batch. Padded: required, >= 1, unless batch.buckets or "
+              "batch.group_pool is set, where it caps the rows (0 = no cap). Packed: a cap on "
+              "samples per bin, 0 = no "
               "cap."),
       integer(HR_FIELD(batch.grad_accum), 1, kNoMax,
               "Micro-batches whose gradients are summed into one optimizer step."),
@@ -669,6 +671,16 @@ std::vector<ConfigKey> build_schema() {
              "few distinct shapes, which the caching allocator reuses) or to the longest row of "
              "the micro-batch (\"longest\": less padding, more shapes). Without buckets rows "
              "are padded to the longest (or batch.seq_len) either way."),
+      integer(HR_FIELD(batch.group_pool), 0, kNoMax,
+              "Padded: length grouping, as Hugging Face's LengthGroupedSampler (whose megabatch "
+              "is 50) and fairseq's batch_by_size do. The shuffled samples are taken in pools "
+              "worth this many micro-batches (until their rows, rounded up to "
+              "batch.pad_to_multiple_of, reach batch.group_pool * "
+              "batch.max_tokens_per_micro_batch tokens); each pool is sorted longest first and "
+              "cut into micro-batches of as many rows as fit batch.max_tokens_per_micro_batch "
+              "after padding to their longest row (at most batch.micro_batch_size when that is "
+              "> 0; a longer sample gets a micro-batch of its own), and the epoch's "
+              "micro-batches are shuffled, seeded by data.seed. 0 = off."),
 
       // [attention]
       choice(HR_FIELD(attention.backend),

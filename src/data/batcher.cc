@@ -195,12 +195,21 @@ Batcher::Batcher(const TokenDataset& dataset, BatchOptions options)
   require(!bucketed || options_.seq_len == 0,
           "seq_len = " + std::to_string(options_.seq_len) +
               " pads every row to one length: it cannot be combined with buckets");
-  const bool rows_required = padded && !bucketed;
+  const bool grouped = options_.group_pool > 0;
+  require(options_.group_pool >= 0,
+          "group_pool = " + std::to_string(options_.group_pool) + " must be >= 0 (0 = off)");
+  require(!grouped || padded,
+          "group_pool is for padded mode: packed bins have no padding to group away");
+  require(!grouped || !bucketed, "group_pool and buckets are two ways to group lengths: use one");
+  require(!grouped || options_.seq_len == 0,
+          "seq_len = " + std::to_string(options_.seq_len) +
+              " pads every row to one length: it cannot be combined with group_pool");
+  const bool rows_required = padded && !bucketed && !grouped;
   require(options_.micro_batch_size >= (rows_required ? 1 : 0),
           "micro_batch_size = " + std::to_string(options_.micro_batch_size) +
-              (rows_required ? " must be >= 1 in padded mode"
-               : bucketed    ? " must be >= 0 (0 = no cap on rows)"
-                             : " must be >= 0 (0 = no cap)"));
+              (rows_required         ? " must be >= 1 in padded mode"
+               : bucketed || grouped ? " must be >= 0 (0 = no cap on rows)"
+                                     : " must be >= 0 (0 = no cap)"));
   require(options_.packing_window >= 0,
           "packing_window = " + std::to_string(options_.packing_window) +
               " must be >= 0 (0 = the whole epoch)");
@@ -340,6 +349,72 @@ EpochBins bucketed_bins(const std::vector<int64_t>& visit, std::span<const int64
   return bins;
 }
 
+// make_bins for padded mode with group_pool (the header comment's rules).
+EpochBins grouped_bins(std::vector<int64_t> visit, std::span<const int64_t> length,
+                       const BatchOptions& options, int64_t epoch) {
+  auto length_of = [&length](int64_t d) { return length[static_cast<size_t>(d)]; };
+  const int64_t budget = options.max_tokens_per_micro_batch;
+  // Saturating: a pool of more tokens than int64 holds is the whole epoch.
+  const int64_t pool_tokens = options.group_pool > std::numeric_limits<int64_t>::max() / budget
+                                  ? std::numeric_limits<int64_t>::max()
+                                  : options.group_pool * budget;
+  // Pass 1: the pools, each sorted longest first and cut into micro-batches
+  // (bins in pool order: `starts` into `visit`, `cost`, `pool`).
+  std::vector<int64_t> starts{0}, cost, pool;
+  const size_t n = visit.size();
+  int64_t left = 0;  // tokens of the rows not yet in a pool
+  for (int64_t d : visit)
+    left += padded_row_width(length_of(d), options);
+  for (size_t first = 0; first < n;) {
+    size_t last = first;
+    for (int64_t tokens = 0; last < n && tokens < pool_tokens; ++last) {
+      const int64_t row = padded_row_width(length_of(visit[last]), options);
+      tokens += row;
+      left -= row;
+    }
+    // A rest worth less than half a pool joins this one: a small pool sorts
+    // too few lengths together to pad little.
+    if (left < pool_tokens / 2) last = n;
+    const auto begin = visit.begin() + static_cast<std::ptrdiff_t>(first);
+    const auto end = visit.begin() + static_cast<std::ptrdiff_t>(last);
+    std::stable_sort(begin, end,
+                     [&length_of](int64_t a, int64_t b) { return length_of(a) > length_of(b); });
+    for (size_t i = first; i < last;) {
+      const int64_t width = padded_row_width(length_of(visit[i]), options);
+      int64_t rows = std::max<int64_t>(1, budget / width);
+      if (options.micro_batch_size > 0) rows = std::min(rows, options.micro_batch_size);
+      const size_t stop = std::min(last, i + static_cast<size_t>(rows));
+      starts.push_back(static_cast<int64_t>(stop));
+      cost.push_back(static_cast<int64_t>(stop - i) * width);
+      pool.push_back(static_cast<int64_t>(pool.empty() ? 0 : pool.back() + (i == first)));
+      i = stop;
+    }
+    first = last;
+  }
+  // Pass 2: the bins in a shuffled order (a stream of its own, so the
+  // visiting order is not disturbed), or pool after pool without shuffle.
+  std::vector<size_t> take(cost.size());
+  std::iota(take.begin(), take.end(), size_t{0});
+  if (options.shuffle) {
+    std::mt19937_64 rng(data_detail::stream_seed(
+        data_detail::stream_seed(options.seed, static_cast<uint64_t>(epoch)), 0x706f6f6cull));
+    for (size_t i = take.size(); i > 1; --i) {
+      const size_t j = static_cast<size_t>(data_detail::uniform_below(rng, i));
+      std::swap(take[i - 1], take[j]);
+    }
+  }
+  EpochBins bins;
+  bins.bin_starts.push_back(0);
+  bins.order.reserve(n);
+  for (size_t b : take) {
+    bins.order.insert(bins.order.end(), visit.begin() + starts[b], visit.begin() + starts[b + 1]);
+    bins.bin_starts.push_back(static_cast<int64_t>(bins.order.size()));
+    bins.bin_cost.push_back(cost[b]);
+    bins.bin_pool.push_back(pool[b]);
+  }
+  return bins;
+}
+
 // A packed bin of `fill` tokens with its padding (the header comment).
 int64_t padded_bin_tokens(int64_t fill, const BatchOptions& options) {
   if (options.pad_to_multiple_of <= 0) return fill;
@@ -354,6 +429,8 @@ EpochBins make_bins(std::vector<int64_t> visit, std::span<const int64_t> length,
   auto length_of = [&length](int64_t d) { return length[static_cast<size_t>(d)]; };
   const bool padded = options.mode == BatchOptions::Mode::kPadded;
   if (padded && !options.buckets.empty()) return bucketed_bins(visit, length, options, epoch);
+  if (padded && options.group_pool > 0)
+    return grouped_bins(std::move(visit), length, options, epoch);
   EpochBins bins;
   bins.bin_starts.push_back(0);
   const size_t n = visit.size();
@@ -441,6 +518,7 @@ MicroBatchPlan Batcher::describe(const EpochPlan& plan, int64_t bin) const {
   mb.tokens = plan.bin_cost[static_cast<size_t>(bin)];
   mb.padding = mb.tokens - real;
   if (!plan.bin_bucket.empty()) mb.bucket = plan.bin_bucket[static_cast<size_t>(bin)];
+  if (!plan.bin_pool.empty()) mb.pool = plan.bin_pool[static_cast<size_t>(bin)];
   // Every row of a padded bin is equally long: its cost is rows x width.
   if (options_.mode == BatchOptions::Mode::kPadded)
     mb.width = mb.tokens / static_cast<int64_t>(mb.documents.size());

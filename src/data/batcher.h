@@ -63,6 +63,23 @@
 // shuffle, the bucket with the largest share left, smallest first on ties),
 // so an epoch does not end with all its long micro-batches.
 //
+// Padded with length grouping (group_pool = G > 0, no buckets, seq_len = 0;
+// HuggingFace's LengthGroupedSampler, whose megabatch is G = 50, and
+// fairseq's batch_by_size): the visiting order (shuffled by (seed, epoch)) is
+// cut into pools of consecutive documents worth G micro-batches: a pool takes
+// documents until their rows (each length rounded up to pad_to_multiple_of)
+// reach G * max_tokens_per_micro_batch tokens; when what is left of the
+// epoch is worth less than half of that, it joins the pool (so the last pool
+// holds between half and one and a half pools' worth). Each pool is sorted longest first (ties keep
+// the visiting order) and cut, in that order, into micro-batches: the first (longest) row sets the
+// width w (rounded up to pad_to_multiple_of), and the micro-batch takes
+// max(1, max_tokens_per_micro_batch / w) rows, at most micro_batch_size when
+// that is > 0. So every micro-batch holds <= budget tokens after padding,
+// except a single row longer than the budget (as with buckets), and its rows
+// differ in length only as much as neighbours in a sorted pool do. The
+// epoch's micro-batches are then shuffled (a stream seeded by (seed, epoch);
+// without shuffle they stay pool after pool, longest first).
+//
 // Steps and ranks. A step consumes the next world_size * grad_accum bins of
 // the stream of epochs (a step may end one epoch and start the next, so
 // every rank gets exactly grad_accum micro-batches per step without
@@ -112,6 +129,9 @@ struct BatchOptions {
   std::vector<int64_t> buckets;
   bool auto_buckets = false;
   PadTo pad_to = PadTo::kBucket;  // bucketed rows: to the bucket's length or to the longest
+  // Padded: length grouping over pools worth this many micro-batches (the
+  // header comment); 0 = off. Excludes buckets and seq_len > 0.
+  int64_t group_pool = 0;
   int64_t seq_len = 0;            // padded: every row this long; 0 = the longest row
   int32_t pad_id = 0;             // padded: the token of padding (it is never a target)
   int grad_accum = 1;             // micro-batches per rank per step
@@ -139,6 +159,7 @@ struct MicroBatchPlan {
   int64_t longest = 0;    // tokens of the longest document, after truncation
   int64_t truncated = 0;  // documents cut to max_sample_tokens (or seq_len, or the last bucket)
   int64_t bucket = -1;    // index into options().buckets; -1 without buckets
+  int64_t pool = -1;      // with group_pool: the pool of its epoch it came from; else -1
   int64_t width = 0;      // padded: the length of every row; 0 when packed
 };
 
@@ -169,6 +190,7 @@ struct EpochBins {
   std::vector<int64_t> bin_starts;  // into `order`; bins + 1 entries
   std::vector<int64_t> bin_cost;    // tokens of each bin, padding included
   std::vector<int64_t> bin_bucket;  // with buckets: each bin's bucket; else empty
+  std::vector<int64_t> bin_pool;    // with group_pool: each bin's pool; else empty
   int64_t num_bins() const { return static_cast<int64_t>(bin_starts.size()) - 1; }
 };
 
@@ -179,8 +201,9 @@ std::vector<int64_t> visiting_order(std::span<const int64_t> kept, const BatchOp
 
 // Groups `visit` (documents in visiting order) into the bins of the header
 // comment by options.mode, packing, packing_window, max_tokens_per_micro_batch,
-// micro_batch_size, seq_len and (padded) buckets and pad_to; the buckets'
-// interleaving draws from (options.seed, epoch). `length[d]` is document d's
+// micro_batch_size, seq_len and (padded) buckets and pad_to, or group_pool;
+// the buckets' interleaving and the pools' shuffle draw from (options.seed,
+// epoch). `length[d]` is document d's
 // length as batched (after truncation, so <= the last bucket), >= 1 for
 // every visited d; options.buckets must be resolved (not auto).
 EpochBins make_bins(std::vector<int64_t> visit, std::span<const int64_t> length,

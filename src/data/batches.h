@@ -24,6 +24,21 @@ struct StepBatches {
   int64_t tokens = 0;                              // all ranks together
 };
 
+// The padding of one bucket (over every epoch listed) or of one pool (of
+// one epoch), over the micro-batches listed.
+struct GroupPadding {
+  int64_t bucket = -1;  // index into options().buckets; -1 for a pool
+  int64_t epoch = -1;   // a pool's epoch; -1 for a bucket
+  int64_t pool = -1;    // a pool's index within its epoch; -1 for a bucket
+  int64_t micro_batches = 0;
+  int64_t tokens = 0;  // padding included
+  int64_t padding = 0;
+  // padding / tokens, 0 without tokens
+  double padding_share() const {
+    return tokens > 0 ? static_cast<double>(padding) / static_cast<double>(tokens) : 0.0;
+  }
+};
+
 // The whole listing.
 struct BatchListingTotals {
   int64_t steps = 0;
@@ -33,6 +48,13 @@ struct BatchListingTotals {
   // The mean rank's tokens over the busiest rank's, summed over the steps:
   // the fraction of time ranks are not waiting at the reduction.
   double rank_balance = 0.0;
+  // With buckets: one entry per bucket that a listed micro-batch came from,
+  // by bucket; with group_pool: one per pool, by (epoch, pool); else empty.
+  std::vector<GroupPadding> groups;
+  // padding / tokens, 0 without tokens
+  double padding_share() const {
+    return tokens > 0 ? static_cast<double>(padding) / static_cast<double>(tokens) : 0.0;
+  }
 };
 
 // Plans the next `steps` steps of `batcher` for all its options().world_size

@@ -64,11 +64,20 @@ DatasetInspection inspect_dataset(const std::string& path) {
   r.suggested_buckets = auto_bucket_boundaries(lengths);
   r.suggested_bucket_documents.assign(r.suggested_buckets.size(), 0);
   int64_t bucketed_tokens = 0;
+  std::vector<int64_t> bucket_real(r.suggested_buckets.size(), 0);
   for (int64_t length : lengths) {
     const int64_t bucket = bucket_of(r.suggested_buckets, length);
     if (length == 0 || bucket < 0) continue;
     ++r.suggested_bucket_documents[static_cast<size_t>(bucket)];
+    bucket_real[static_cast<size_t>(bucket)] += length;
     bucketed_tokens += r.suggested_buckets[static_cast<size_t>(bucket)];
+  }
+  r.suggested_bucket_padding_fractions.assign(r.suggested_buckets.size(), 0.0);
+  for (size_t b = 0; b < r.suggested_buckets.size(); ++b) {
+    const int64_t padded = r.suggested_bucket_documents[b] * r.suggested_buckets[b];
+    if (padded > 0)
+      r.suggested_bucket_padding_fractions[b] =
+          1.0 - static_cast<double>(bucket_real[b]) / static_cast<double>(padded);
   }
   if (bucketed_tokens > 0) {
     r.bucketed_padding_fraction =

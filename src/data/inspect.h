@@ -41,6 +41,9 @@ struct DatasetInspection {
   // of the longest length (plain padding to the longest there is).
   std::vector<int64_t> suggested_buckets;
   std::vector<int64_t> suggested_bucket_documents;  // per suggested bucket
+  // Per suggested bucket: padding / padded tokens, rows padded to the
+  // bucket (0 for a bucket without documents).
+  std::vector<double> suggested_bucket_padding_fractions;
   double bucketed_padding_fraction = 0.0;    // padding / padded tokens, rows padded to the bucket
   double unbucketed_padding_fraction = 0.0;  // every row padded to the longest document
   int64_t vocab_distinct = 0;                // distinct ids in /tokens

@@ -195,6 +195,7 @@ BatchOptions batch_options_of(const ExperimentConfig& config, int world_size, in
   o.seq_len = config.batch.seq_len;
   o.buckets = config.batch.buckets;
   o.auto_buckets = config.batch.auto_buckets;
+  o.group_pool = config.batch.group_pool;
   o.pad_to = config.batch.pad_to == BatchSection::PadTo::kLongest ? BatchOptions::PadTo::kLongest
                                                                   : BatchOptions::PadTo::kBucket;
   o.pad_id = pad_id;
@@ -352,6 +353,7 @@ std::string to_text(const RunSettings& s) {
     buckets += (buckets.empty() ? "" : ",") + std::to_string(bucket);
   line("batch.buckets", buckets);
   line("batch.auto_buckets", b.auto_buckets);
+  line("batch.group_pool", b.group_pool);
   line("batch.pad_to", static_cast<int>(b.pad_to));
   line("batch.pad_id", b.pad_id);
   line("batch.grad_accum", b.grad_accum);

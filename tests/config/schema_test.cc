@@ -222,6 +222,15 @@ ExperimentConfig bucketed() {
   return c;
 }
 
+// batch.group_pool excludes batch.seq_len and buckets (rules.cc), so the
+// length grouping changes in a config of its own.
+ExperimentConfig grouped() {
+  ExperimentConfig c = everything_changed();
+  c.batch.seq_len = 0;
+  c.batch.group_pool = 50;
+  return c;
+}
+
 // attention.window and attention.mask_block each belong to one mask kind
 // (rules.cc), so the dflash block changes in a config of its own.
 ExperimentConfig dflash() {
@@ -248,12 +257,14 @@ TEST(ConfigSchema, EveryGetterReadsBackThroughItsSetter) {
   const ExperimentConfig with_buckets = bucketed();
   const ExperimentConfig with_dflash = dflash();
   const ExperimentConfig with_nf4 = quantized();
+  const ExperimentConfig with_grouping = grouped();
   for (const ConfigKey& key : config_schema()) {
     const bool own = key.name == "batch.buckets" || key.name == "checkpoint.resume";
     const bool nf4 = key.name == "model.quantization" || key.name == "model.double_quant";
     const std::string text = key.get(key.name == "attention.mask_block" ? with_dflash
                                      : own                              ? with_buckets
                                      : nf4                              ? with_nf4
+                                     : key.name == "batch.group_pool"   ? with_grouping
                                                                         : changed);
     EXPECT_NE(text, key.default_text) << key.name << ": the round-trip config leaves it default";
     const toml::table parsed = toml::parse("v = " + text);

@@ -108,6 +108,15 @@ TEST(Inspect, CountsAKnownDataset) {
   EXPECT_EQ(r.attributes.vocab_size, 100);
   EXPECT_EQ(r.attributes.tokenizer, "test");
   EXPECT_FALSE(r.attributes.source_entropy_nats.has_value());
+  // "auto" over 1 3 4 9: p50 3 and p75 4 round up to 8, p90 p99 and the
+  // longest are 9. Rows of 8 hold 1 3 4 (16 of 24 tokens padding), rows of 9
+  // hold 9 (none); all of it, 16 of 33.
+  EXPECT_EQ(r.suggested_buckets, (std::vector<int64_t>{8, 9}));
+  EXPECT_EQ(r.suggested_bucket_documents, (std::vector<int64_t>{3, 1}));
+  ASSERT_EQ(r.suggested_bucket_padding_fractions.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.suggested_bucket_padding_fractions[0], 1.0 - 8.0 / 24.0);
+  EXPECT_DOUBLE_EQ(r.suggested_bucket_padding_fractions[1], 0.0);
+  EXPECT_DOUBLE_EQ(r.bucketed_padding_fraction, 1.0 - 17.0 / 33.0);
 }
 
 TEST(Inspect, ReportsTheLossMaskAndTheEntropy) {
@@ -200,6 +209,59 @@ TEST(Batches, RankBalanceIsTheMeanRankOverTheBusiest) {
   });
   EXPECT_EQ(calls, 1);
   EXPECT_DOUBLE_EQ(totals.rank_balance, 300.0 / 2 / 200.0);
+}
+
+TEST(Batches, SumsThePaddingOfEachBucketAndPool) {
+  TempDir dir;
+  const std::string path = dir.file("mixed.h5");
+  std::vector<int64_t> lengths;
+  for (int64_t d = 0; d < 40; ++d)
+    lengths.push_back(d % 2 ? 10 + d : 100 + 3 * d);
+  RawDataset::with_lengths(lengths).write(path);
+  const TokenDataset dataset = TokenDataset::open(path, 100);
+  BatchOptions o;
+  o.mode = BatchOptions::Mode::kPadded;
+  o.max_tokens_per_micro_batch = 512;
+  o.world_size = 2;
+  for (bool bucketed : {true, false}) {
+    if (bucketed)
+      o.buckets = {64, 256};
+    else
+      o.group_pool = 2;
+    Batcher batcher(dataset, o);
+    int64_t tokens = 0, padding = 0, micro_batches = 0;
+    std::set<std::pair<int64_t, int64_t>> seen;
+    const BatchListingTotals totals = list_batches(batcher, 12, [&](const StepBatches& s) {
+      for (const std::vector<MicroBatchPlan>& rank : s.ranks)
+        for (const MicroBatchPlan& b : rank)
+          seen.insert(bucketed ? std::pair<int64_t, int64_t>{b.bucket, -1}
+                               : std::pair<int64_t, int64_t>{b.epoch, b.pool});
+    });
+    ASSERT_EQ(totals.groups.size(), seen.size());
+    auto key = seen.begin();
+    for (const GroupPadding& g : totals.groups) {
+      const std::pair<int64_t, int64_t> got =
+          bucketed ? std::pair{g.bucket, g.epoch} : std::pair{g.epoch, g.pool};
+      EXPECT_EQ(got, *key++) << "in order";
+      EXPECT_EQ(bucketed ? g.pool : g.bucket, -1);
+      EXPECT_GT(g.micro_batches, 0);
+      EXPECT_LE(g.padding, g.tokens);
+      EXPECT_DOUBLE_EQ(g.padding_share(), static_cast<double>(g.padding) / g.tokens);
+      tokens += g.tokens;
+      padding += g.padding;
+      micro_batches += g.micro_batches;
+    }
+    EXPECT_EQ(tokens, totals.tokens);
+    EXPECT_EQ(padding, totals.padding);
+    EXPECT_EQ(micro_batches, totals.micro_batches);
+    EXPECT_GT(totals.padding_share(), 0.0);
+    o.buckets.clear();
+  }
+  // Plain padded and packed listings have no groups.
+  o.group_pool = 0;
+  o.micro_batch_size = 4;
+  Batcher plain(dataset, o);
+  EXPECT_TRUE(list_batches(plain, 2, [](const StepBatches&) {}).groups.empty());
 }
 
 TEST(TokenIdList, ReadsSpacesCommasAndArrays) {

@@ -92,6 +92,7 @@ std::map<std::string, KeyCase> key_cases(const std::string& hf_a, const std::str
       {"batch.seq_len", {"99"}},
       {"batch.buckets", {"[64, 128]", {"batch.mode=\"padded\"", "batch.micro_batch_size=2"}}},
       {"batch.pad_to", {"\"longest\""}},
+      {"batch.group_pool", {"50", {"batch.mode=\"padded\"", "batch.micro_batch_size=2"}}},
 
       {"attention.backend", {"\"dense_additive\""}},
       {"attention.mask", {"\"causal\""}},
