@@ -26,6 +26,7 @@
 # of the rounds' medians: on a shared machine load drifts between runs.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+bench_dir=$(cd "$(dirname "$0")" && pwd)
 steps=${1:-10}
 rounds=${2:-1}
 preset=${3:-tiny}
@@ -59,97 +60,7 @@ PY
 }
 
 torch_run() {  # dtype -> median tok/s
-  /usr/bin/python3 - "$1" "$steps" $shape <<'PY'
-import statistics, sys, time
-import torch, torch.nn as nn, torch.nn.functional as F
-
-dtype, steps = sys.argv[1], int(sys.argv[2])
-V, C, FF, L, H, KV, D, B, S = map(int, sys.argv[3:12])
-torch.set_num_threads(2)
-torch.manual_seed(0)
-EPS, THETA = 1e-6, 1e4
-
-
-class RMSNorm(nn.Module):  # Hugging Face's: in fp32, then back to the input dtype
-    def __init__(self, n):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(n))
-
-    def forward(self, x):
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + EPS)
-        return self.weight * h.to(x.dtype)
-
-
-def rotate_half(x):
-    return torch.cat((-x[..., D // 2:], x[..., : D // 2]), dim=-1)
-
-
-inv_freq = THETA ** (-torch.arange(0, D, 2).float() / D)
-angles = torch.outer(torch.arange(S).float(), inv_freq)
-COS, SIN = torch.cat((angles, angles), -1).cos(), torch.cat((angles, angles), -1).sin()
-CAUSAL = torch.full((S, S), float("-inf")).triu(1)
-
-
-class Layer(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.input_layernorm, self.post_attention_layernorm = RMSNorm(C), RMSNorm(C)
-        self.q_proj, self.k_proj = nn.Linear(C, H * D, bias=False), nn.Linear(C, KV * D, bias=False)
-        self.v_proj, self.o_proj = nn.Linear(C, KV * D, bias=False), nn.Linear(H * D, C, bias=False)
-        self.q_norm, self.k_norm = RMSNorm(D), RMSNorm(D)
-        self.gate_proj, self.up_proj = nn.Linear(C, FF, bias=False), nn.Linear(C, FF, bias=False)
-        self.down_proj = nn.Linear(FF, C, bias=False)
-
-    def forward(self, x):
-        h = self.input_layernorm(x)
-        q = self.q_norm(self.q_proj(h).view(B, S, H, D)).transpose(1, 2)
-        k = self.k_norm(self.k_proj(h).view(B, S, KV, D)).transpose(1, 2)
-        v = self.v_proj(h).view(B, S, KV, D).transpose(1, 2)
-        cos, sin = COS.to(q.dtype), SIN.to(q.dtype)
-        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-        k, v = k.repeat_interleave(H // KV, dim=1), v.repeat_interleave(H // KV, dim=1)
-        scores = torch.matmul(q, k.transpose(2, 3)) * D**-0.5 + CAUSAL.to(q.dtype)
-        p = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-        a = torch.matmul(p, v).transpose(1, 2).reshape(B, S, H * D)
-        x = x + self.o_proj(a)
-        h = self.post_attention_layernorm(x)
-        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.embed_tokens = nn.Embedding(V, C)
-        self.layers = nn.ModuleList(Layer() for _ in range(L))
-        self.norm = RMSNorm(C)
-
-    def forward(self, ids, targets):
-        x = self.embed_tokens(ids)
-        for layer in self.layers:
-            x = layer(x)
-        logits = F.linear(self.norm(x), self.embed_tokens.weight)  # tied head
-        return F.cross_entropy(logits.float().view(-1, V), targets.view(-1))
-
-
-model = Model()
-for p in model.parameters():
-    if p.dim() == 2:
-        nn.init.normal_(p, std=0.02)
-opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.0)
-ids = torch.randint(0, V, (B, S))
-targets = torch.roll(ids, -1, 1)
-times = []
-for _ in range(steps):
-    t0 = time.perf_counter()
-    opt.zero_grad(set_to_none=True)
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
-        loss = model(ids, targets)
-    loss.backward()
-    opt.step()
-    times.append(time.perf_counter() - t0)
-print(f"{B * S / statistics.median(times[1:]):.0f}")
-PY
+  /usr/bin/python3 "$bench_dir/torch_qwen3_step.py" "$1" "$steps" $shape
 }
 
 median() { echo "$@" | bench_median; }

@@ -18,33 +18,11 @@
 #include <cuda_fp16.h>
 
 #include "kernels_optimizer.h"
+#include "storage.cuh"
 
 namespace headroom::cuda {
 
 namespace {
-
-// Storage dtypes: fp32, and the two 16-bit ones as raw uint16_t.
-struct Bf16 {};
-struct F16 {};
-
-template <typename D>
-struct Storage {
-  using T = float;
-  static __device__ float widen(float x) { return x; }
-  static __device__ float round(float x) { return x; }
-};
-template <>
-struct Storage<Bf16> {
-  using T = uint16_t;
-  static __device__ float widen(uint16_t x) { return __bfloat162float(__ushort_as_bfloat16(x)); }
-  static __device__ uint16_t round(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
-};
-template <>
-struct Storage<F16> {
-  using T = uint16_t;
-  static __device__ float widen(uint16_t x) { return __half2float(__ushort_as_half(x)); }
-  static __device__ uint16_t round(float x) { return __half_as_ushort(__float2half_rn(x)); }
-};
 
 // cpu/weight_update.h's WeightUpdate, its case a template argument.
 template <typename D, MasterKind K>

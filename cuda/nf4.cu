@@ -22,6 +22,7 @@
 #include "backend/common/dynamic_map.h"
 #include "backend/common/nf4.h"
 #include "kernels_optimizer.h"
+#include "storage.cuh"
 
 namespace headroom::cuda {
 
@@ -30,29 +31,6 @@ namespace {
 static_assert(kNf4Block == 64, "one warp of 32 lanes, two elements each, per block");
 static_assert(kNf4AbsmaxBlock == 256, "one thread per absmax of a second-level block");
 constexpr int kThreads = 256;
-
-// Storage dtypes: fp32, and the two 16-bit ones as raw uint16_t.
-struct Bf16 {};
-struct F16 {};
-
-template <typename D>
-struct Storage {
-  using T = float;
-  static __device__ float widen(float x) { return x; }
-  static __device__ float round(float x) { return x; }
-};
-template <>
-struct Storage<Bf16> {
-  using T = uint16_t;
-  static __device__ float widen(uint16_t x) { return __bfloat162float(__ushort_as_bfloat16(x)); }
-  static __device__ uint16_t round(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
-};
-template <>
-struct Storage<F16> {
-  using T = uint16_t;
-  static __device__ float widen(uint16_t x) { return __half2float(__ushort_as_half(x)); }
-  static __device__ uint16_t round(float x) { return __half_as_ushort(__float2half_rn(x)); }
-};
 
 // |x| for an absmax, NaN as 0: the cpu's std::max skips NaNs and every other
 // magnitude is >= 0, so this changes no maximum but that of an all-NaN set.

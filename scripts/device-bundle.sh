@@ -61,6 +61,8 @@ if [[ -d /usr/lib/x86_64-linux-gnu/openmpi ]]; then
   cp -a /etc/openmpi "$stage/bundle/ompi/etc/" 2>/dev/null || true
 fi
 cp scripts/device-check.sh "$stage/bundle/scripts/"
+# PyTorch's side of the speed comparison (the device has PyTorch).
+mkdir -p "$stage/bundle/bench" && cp bench/torch_qwen3_step.py "$stage/bundle/bench/"
 # The quickstart experiment (also embedded in headroom), for the cuda run.
 cp experiments/quickstart.toml "$stage/bundle/"
 

@@ -15,8 +15,12 @@
 #      cuda's, event for event.
 #   3. test_nccl: NcclComm on one rank on the context's stream.
 #   4. The quickstart trained on cuda (dense_additive attention) and on cpu,
-#      20 steps each: the loss of every step side by side, the largest
-#      relative difference, and cuda's peak from its trace.
+#      20 steps each: the loss of every step side by side and the largest
+#      relative difference (tolerance 2%: fp32 on both, but cuBLASLt's and
+#      the block trees' summation orders differ from the cpu's, and 20 steps
+#      of AdamW at lr 3e-3 amplify rounding-level differences).
+#   5. Speed: qwen3-0.6b in bf16 at 4096 tokens per step on cuda, against
+#      PyTorch eager and SDPA on the same GPU (bench/torch_qwen3_step.py).
 # Output goes to $OUT (the device tool's folder) when set, else to
 # device-check-out/: one log per step and summary.txt. Exit 1 if any failed.
 set -uo pipefail
@@ -131,6 +135,44 @@ else
   say "headroom: MISSING ($headroom)"
   status=1
 fi
+# Speed: qwen3-0.6b in bf16, one row of 4096 tokens per step (chunked loss,
+# activations checkpointed per block), headroom on cuda against PyTorch on
+# the same GPU (eager and SDPA attention, AdamW), median tokens/s of the
+# steps after the first, and the model FLOP rate as a share of the card's
+# dense bf16 peak (989 TFLOP/s for H100 SXM and H200).
+torch_step=$dir/bench/torch_qwen3_step.py
+[[ -f $torch_step ]] || torch_step=$(cd "$(dirname "$0")/.." && pwd)/bench/torch_qwen3_step.py
+shape="151936 1024 3072 28 16 8 128 1 4096"  # V C F L H KV D B S, model_config.cc's qwen3-0.6b
+read -r V C F L H KV D B S <<< "$shape"
+flops_per_token=$(awk -v V="$V" -v C="$C" -v F="$F" -v L="$L" -v H="$H" -v KV="$KV" -v D="$D" \
+  -v S="$S" 'BEGIN {n = L * (C*H*D + 2*C*KV*D + H*D*C + 3*C*F) + V*C; print 6*n + 12*L*H*D*(S+1)/2}')
+mfu() { awk -v t="$1" -v f="$flops_per_token" 'BEGIN {if (t + 0 == 0) print "-"; else printf "%.1f%%", 100 * t * f / 989e12}'; }
+speed_steps=8
+if [[ -x $headroom ]]; then
+  (cd "$work" && timeout 240 "$headroom" train --overwrite --set run.name='"speed"' \
+    --set model.preset='"qwen3-0.6b"' --set model.dtype='"bf16"' --set run.backend='"cuda"' \
+    --set attention.backend='"dense_additive"' --set batch.mode='"padded"' \
+    --set batch.micro_batch_size=1 --set batch.seq_len="$S" --set data.path='"speed.h5"' \
+    --set data.synthetic_lengths="\"fixed:$S\"" --set data.synthetic_documents=64 \
+    --set loss.chunk_size=1024 --set loss.mode='"recompute"' --set checkpoint.activations='"full"' \
+    --set run.steps=$speed_steps --set schedule.warmup_steps=1 --set memory.device_capacity=0 \
+    --set run.out_dir="\"$work/speed\"" > "$out/speed_headroom.log" 2>&1)
+  say "speed, headroom on cuda: rc=$?"
+fi
+headroom_tps=$(grep -oE '^step [0-9]+/[0-9]+ .* ([0-9.]+) tok/s' "$out/speed_headroom.log" 2>/dev/null |
+  awk 'NR > 1 {print $(NF-1)}' | sort -n | awk '{a[NR]=$1} END {print NR ? a[int((NR+1)/2)] : 0}')
+torch_tps() { timeout 240 python3 "$torch_step" bf16 "$speed_steps" $shape cuda "$1" 1000000 2>> "$out/speed_torch.log" || echo 0; }
+sdpa_tps=$(torch_tps sdpa)
+eager_tps=$(torch_tps eager)
+say ""
+say "| system (bf16, qwen3-0.6b, [1, $S]) | tokens/s | MFU (of 989 TFLOP/s) | headroom / it |"
+say "|---|---|---|---|"
+say "| headroom cuda, dense_additive | $headroom_tps | $(mfu "$headroom_tps") | 1.00 |"
+for row in "PyTorch eager:$eager_tps" "PyTorch SDPA:$sdpa_tps"; do
+  name=${row%%:*} tps=${row##*:}
+  say "| $name | $tps | $(mfu "$tps") | $(awk -v h="$headroom_tps" -v t="$tps" 'BEGIN {if (t + 0 == 0) print "-"; else printf "%.2f", h / t}') |"
+done
+
 rm -rf "$work"
 say "device-check: exit $status"
 exit "$status"

@@ -336,9 +336,9 @@ class SharedGemmOperand {
 
 // What a run on run.backend = "cuda" checks before it locks its folder or
 // allocates: a build with the CUDA toolkit, a visible device (the message
-// names what cudaGetDeviceCount returned), and a cuda kernel for every op
-// the run needs (block-sparse flash attention only when `block_sparse`).
-// Throws UsageError (exit 2) naming what is missing.
-void require_cuda_run(bool block_sparse);
+// names what cudaGetDeviceCount returned), a cuda kernel for every op the
+// run needs, and, when `block_sparse`, flash attention kernels compiled for
+// `head_dim`. Throws UsageError (exit 2) naming what is missing.
+void require_cuda_run(bool block_sparse, int64_t head_dim);
 
 }  // namespace headroom

@@ -7,6 +7,7 @@
 #ifdef HEADROOM_HAVE_CUDA
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/make_cuda_backend.h"
+#include "kernels_flash_attention.h"  // cuda/: which head_dims flash attention has
 #endif
 
 namespace headroom {
@@ -50,22 +51,28 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, TargetDevice target, All
                       std::string(name_of(target)));
 }
 
-void require_cuda_run(bool block_sparse) {
+void require_cuda_run(bool block_sparse, int64_t head_dim) {
 #ifdef HEADROOM_HAVE_CUDA
   require_cuda_device();
   std::string missing;
-  for (Op op : all_ops()) {
-    const bool flash = op == Op::kAttentionForward || op == Op::kAttentionBackward;
-    if (cuda_table_supports(op) || (flash && !block_sparse)) continue;
-    missing += (missing.empty() ? "" : ", ") + std::string(name_of(op));
-  }
+  for (Op op : all_ops())
+    if (!cuda_table_supports(op))
+      missing += (missing.empty() ? "" : ", ") + std::string(name_of(op));
   if (!missing.empty())
     throw UsageError("run.backend = \"cuda\": the cuda kernel table has no kernel yet for " +
                      missing +
                      "; train on run.backend = \"cpu\", or plan the cuda run with `headroom plan` "
                      "(it plans run.backend = \"cuda\" for the GPU)");
+  if (block_sparse && !cuda::flash_attention_head_dim_supported(head_dim))
+    throw UsageError(
+        "run.backend = \"cuda\": attention.backend = \"block_sparse\" has cuda "
+        "kernels for head_dim 64 and 128, and this model's is " +
+        std::to_string(head_dim) +
+        "; set attention.backend = \"dense_additive\", or train on run.backend = "
+        "\"cpu\"");
 #else
   (void)block_sparse;
+  (void)head_dim;
   throw UsageError(kBuiltWithoutCuda);
 #endif
 }

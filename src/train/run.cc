@@ -224,7 +224,8 @@ RunResult Run::execute(RunObserver& observer) {
   const bool planning = s.backend == BackendKind::kMeta;
   // Before the folder is locked or anything staged: a cuda run that cannot
   // run here (no toolkit, no device, an op without a cuda kernel) says so.
-  if (s.backend == BackendKind::kCuda) require_cuda_run(!s.transformer.attention_dense);
+  if (s.backend == BackendKind::kCuda)
+    require_cuda_run(!s.transformer.attention_dense, s.model.head_dim);
   // checkpoint.resume = "auto" also checkpoints the last step, so that a
   // requeued run that already finished finds itself complete.
   const bool saving = !planning && (s.save_initial || s.save_every > 0 || s.resume_auto);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_dtype.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "kernels_optimizer.h"  // cuda/: the kernels themselves
 #include "util/error.h"
@@ -18,12 +19,6 @@
 namespace headroom {
 
 namespace {
-
-[[noreturn]] void refuse_dtype(const char* op, const std::string& dtypes) {
-  throw UsageError(std::string("cuda ") + op + ": no cuda kernel for " + dtypes +
-                   " yet (run it on run.backend = \"cpu\", or plan it with `headroom plan` "
-                   "(it plans run.backend = \"cuda\" for the GPU))");
-}
 
 // cpu/adamw.cc's scalars_of, operation for operation.
 cuda::AdamWScalars scalars_of(const AdamWParams& p) {
@@ -64,19 +59,17 @@ void CudaKernels::adamw_update(Tensor& param, Tensor& master, const Tensor& grad
                                            v.data<float>(), n, s, stream()));
       return;
     case DType::kBF16:
-      HR_CUDA_CHECK(cuda::adamw_update_bf16(static_cast<uint16_t*>(param.raw()), master_data,
-                                            master_kind_of(master),
-                                            static_cast<const uint16_t*>(grad.raw()),
-                                            m.data<float>(), v.data<float>(), n, s, stream()));
+      HR_CUDA_CHECK(cuda::adamw_update_bf16(bits16(param), master_data, master_kind_of(master),
+                                            bits16(grad), m.data<float>(), v.data<float>(), n, s,
+                                            stream()));
       return;
     case DType::kF16:
-      HR_CUDA_CHECK(cuda::adamw_update_f16(static_cast<uint16_t*>(param.raw()), master_data,
-                                           master_kind_of(master),
-                                           static_cast<const uint16_t*>(grad.raw()),
-                                           m.data<float>(), v.data<float>(), n, s, stream()));
+      HR_CUDA_CHECK(cuda::adamw_update_f16(bits16(param), master_data, master_kind_of(master),
+                                           bits16(grad), m.data<float>(), v.data<float>(), n, s,
+                                           stream()));
       return;
     default:
-      refuse_dtype("adamw_update", std::string(name_of(param.dtype())));
+      refuse_cuda_dtype("adamw_update", param.dtype());
   }
 }
 

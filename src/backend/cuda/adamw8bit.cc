@@ -15,6 +15,7 @@
 
 #include "backend/common/dynamic_map.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_dtype.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "kernels_optimizer.h"  // cuda/: the kernels themselves
 #include "util/error.h"
@@ -22,12 +23,6 @@
 namespace headroom {
 
 namespace {
-
-[[noreturn]] void refuse_dtype(const char* op, const std::string& dtypes) {
-  throw UsageError(std::string("cuda ") + op + ": no cuda kernel for " + dtypes +
-                   " yet (run it on run.backend = \"cpu\", or plan it with `headroom plan` "
-                   "(it plans run.backend = \"cuda\" for the GPU))");
-}
 
 // CpuKernels::adamw8bit_update's scalars, operation for operation.
 cuda::AdamW8bitScalars scalars_of(const AdamWParams& params) {
@@ -93,17 +88,17 @@ void CudaKernels::adamw8bit_update(Tensor& param, Tensor& master, const Tensor& 
                                                va, n, s, map_s, map_u, stream()));
       return;
     case DType::kBF16:
-      HR_CUDA_CHECK(cuda::adamw8bit_update_bf16(
-          static_cast<uint16_t*>(param.raw()), master_data, master_kind_of(master),
-          static_cast<const uint16_t*>(grad.raw()), mc, vc, ma, va, n, s, map_s, map_u, stream()));
+      HR_CUDA_CHECK(cuda::adamw8bit_update_bf16(bits16(param), master_data, master_kind_of(master),
+                                                bits16(grad), mc, vc, ma, va, n, s, map_s, map_u,
+                                                stream()));
       return;
     case DType::kF16:
-      HR_CUDA_CHECK(cuda::adamw8bit_update_f16(
-          static_cast<uint16_t*>(param.raw()), master_data, master_kind_of(master),
-          static_cast<const uint16_t*>(grad.raw()), mc, vc, ma, va, n, s, map_s, map_u, stream()));
+      HR_CUDA_CHECK(cuda::adamw8bit_update_f16(bits16(param), master_data, master_kind_of(master),
+                                               bits16(grad), mc, vc, ma, va, n, s, map_s, map_u,
+                                               stream()));
       return;
     default:
-      refuse_dtype("adamw8bit_update", std::string(name_of(param.dtype())));
+      refuse_cuda_dtype("adamw8bit_update", param.dtype());
   }
 }
 

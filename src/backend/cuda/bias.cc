@@ -8,25 +8,12 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_dtype.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "kernels_elementwise.h"  // cuda/: the kernels themselves
 #include "util/error.h"
 
 namespace headroom {
-
-namespace {
-
-[[noreturn]] void refuse_dtype(const char* op, const std::string& dtypes) {
-  throw UsageError(std::string("cuda ") + op + ": no cuda kernel for " + dtypes +
-                   " yet (run it on run.backend = \"cpu\", or plan it with `headroom plan` "
-                   "(it plans run.backend = \"cuda\" for the GPU))");
-}
-
-uint16_t* bits16(const Tensor& x) {
-  return static_cast<uint16_t*>(x.raw());
-}
-
-}  // namespace
 
 void CudaKernels::bias_forward(Tensor& x, const Tensor& bias) {
   const int64_t rows = x.size(0);
@@ -44,7 +31,7 @@ void CudaKernels::bias_forward(Tensor& x, const Tensor& bias) {
       HR_CUDA_CHECK(cuda::bias_forward_f16(bits16(x), bits16(bias), rows, width, stream()));
       return;
     default:
-      refuse_dtype("bias_forward", std::string(name_of(x.dtype())));
+      refuse_cuda_dtype("bias_forward", x.dtype());
   }
 }
 
@@ -65,7 +52,7 @@ void CudaKernels::bias_backward(const Tensor& dy, Tensor& d_bias) {
       HR_CUDA_CHECK(cuda::bias_backward_f16(bits16(dy), bits16(d_bias), rows, width, stream()));
       return;
     default:
-      refuse_dtype("bias_backward", std::string(name_of(dy.dtype())));
+      refuse_cuda_dtype("bias_backward", dy.dtype());
   }
 }
 

@@ -18,21 +18,12 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_dtype.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "kernels_rows.h"  // cuda/: the kernels themselves
 #include "util/error.h"
 
 namespace headroom {
-
-namespace {
-
-[[noreturn]] void refuse_dtype(const char* op, const std::string& dtypes) {
-  throw UsageError(std::string("cuda ") + op + ": no cuda kernel for " + dtypes +
-                   " yet (run it on run.backend = \"cpu\", or plan it with `headroom plan` "
-                   "(it plans run.backend = \"cuda\" for the GPU))");
-}
-
-}  // namespace
 
 void CudaKernels::cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& lse,
                                         Tensor& loss_sum) {
@@ -47,15 +38,15 @@ void CudaKernels::cross_entropy_forward(const Tensor& logits, const Tensor& targ
                                                     sum, stream()));
       return;
     case DType::kBF16:
-      HR_CUDA_CHECK(cuda::cross_entropy_forward_bf16(static_cast<const uint16_t*>(logits.raw()),
-                                                     target, rows, vocab, l, sum, stream()));
+      HR_CUDA_CHECK(
+          cuda::cross_entropy_forward_bf16(bits16(logits), target, rows, vocab, l, sum, stream()));
       return;
     case DType::kF16:
-      HR_CUDA_CHECK(cuda::cross_entropy_forward_f16(static_cast<const uint16_t*>(logits.raw()),
-                                                    target, rows, vocab, l, sum, stream()));
+      HR_CUDA_CHECK(
+          cuda::cross_entropy_forward_f16(bits16(logits), target, rows, vocab, l, sum, stream()));
       return;
     default:
-      refuse_dtype("cross_entropy_forward", std::string(name_of(logits.dtype())));
+      refuse_cuda_dtype("cross_entropy_forward", logits.dtype());
   }
 }
 
@@ -71,15 +62,15 @@ void CudaKernels::cross_entropy_backward(Tensor& logits, const Tensor& targets, 
                                                      scale, stream()));
       return;
     case DType::kBF16:
-      HR_CUDA_CHECK(cuda::cross_entropy_backward_bf16(static_cast<uint16_t*>(logits.raw()), target,
-                                                      l, rows, vocab, scale, stream()));
+      HR_CUDA_CHECK(cuda::cross_entropy_backward_bf16(bits16(logits), target, l, rows, vocab, scale,
+                                                      stream()));
       return;
     case DType::kF16:
-      HR_CUDA_CHECK(cuda::cross_entropy_backward_f16(static_cast<uint16_t*>(logits.raw()), target,
-                                                     l, rows, vocab, scale, stream()));
+      HR_CUDA_CHECK(cuda::cross_entropy_backward_f16(bits16(logits), target, l, rows, vocab, scale,
+                                                     stream()));
       return;
     default:
-      refuse_dtype("cross_entropy_backward", std::string(name_of(logits.dtype())));
+      refuse_cuda_dtype("cross_entropy_backward", logits.dtype());
   }
 }
 

@@ -1,6 +1,6 @@
-// The cuda kernel table: every op of the front except block-sparse flash
-// attention (the next issue; supports() says so, and the front refuses it
-// before allocating). Each op is defined in its own file, src/backend/cuda/
+// The cuda kernel table: every op of the front (block-sparse flash attention
+// for head_dim 64 and 128; require_cuda_run refuses other head_dims before a
+// run allocates). Each op is defined in its own file, src/backend/cuda/
 // <op>.cc, which checks nothing the front checked and launches the kernels of
 // cuda/<op>.cu on the context's one stream. Nothing here synchronizes except
 // the host transfers (copy_to_host must hand back finished values) and the
@@ -60,7 +60,7 @@ class CudaKernels final : public Kernels {
   void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out) override;
   void swiglu_backward(const Tensor& d_out, const Tensor& gate, const Tensor& up, Tensor& d_gate,
                        Tensor& d_up) override;
-  // Block-sparse flash attention: not in this table yet (supports() is false).
+  // Block-sparse flash attention (flash_attention.cc).
   void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                          const std::vector<int32_t>& cu_seqlens, const AttentionParams& params,
                          const AttentionDims& dims, Tensor& out, Tensor& lse) override;

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_dtype.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "kernels_attention.h"  // cuda/: the kernels themselves
 #include "util/error.h"
@@ -32,12 +33,6 @@
 namespace headroom {
 
 namespace {
-
-[[noreturn]] void refuse_dtype(const char* op, const std::string& dtypes) {
-  throw UsageError(std::string("cuda ") + op + ": no cuda kernel for " + dtypes +
-                   " yet (run it on run.backend = \"cpu\", or plan it with `headroom plan` "
-                   "(it plans run.backend = \"cuda\" for the GPU))");
-}
 
 cuda::DenseFloat float_type_of(const char* op, DType dtype) {
   switch (dtype) {
@@ -48,7 +43,7 @@ cuda::DenseFloat float_type_of(const char* op, DType dtype) {
     case DType::kF16:
       return cuda::DenseFloat::kF16;
     default:
-      refuse_dtype(op, std::string(name_of(dtype)));
+      refuse_cuda_dtype(op, std::string(name_of(dtype)));
   }
 }
 

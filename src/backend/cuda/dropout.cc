@@ -7,25 +7,12 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_dtype.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "kernels_elementwise.h"  // cuda/: the kernels themselves
 #include "util/error.h"
 
 namespace headroom {
-
-namespace {
-
-[[noreturn]] void refuse_dtype(const char* op, const std::string& dtypes) {
-  throw UsageError(std::string("cuda ") + op + ": no cuda kernel for " + dtypes +
-                   " yet (run it on run.backend = \"cpu\", or plan it with `headroom plan` "
-                   "(it plans run.backend = \"cuda\" for the GPU))");
-}
-
-uint16_t* bits16(const Tensor& x) {
-  return static_cast<uint16_t*>(x.raw());
-}
-
-}  // namespace
 
 void CudaKernels::dropout(const Tensor& x, float p, uint64_t seed, Tensor& out) {
   const int64_t n = x.numel();
@@ -41,7 +28,7 @@ void CudaKernels::dropout(const Tensor& x, float p, uint64_t seed, Tensor& out) 
       HR_CUDA_CHECK(cuda::dropout_f16(bits16(x), p, seed, bits16(out), n, stream()));
       return;
     default:
-      refuse_dtype("dropout", std::string(name_of(x.dtype())));
+      refuse_cuda_dtype("dropout", x.dtype());
   }
 }
 

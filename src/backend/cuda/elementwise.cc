@@ -12,26 +12,13 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_dtype.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "kernels.h"              // cuda/: the kernels themselves
 #include "kernels_elementwise.h"  // cuda/: their other dtypes
 #include "util/error.h"
 
 namespace headroom {
-
-namespace {
-
-[[noreturn]] void refuse_dtype(const char* op, const std::string& dtypes) {
-  throw UsageError(std::string("cuda ") + op + ": no cuda kernel for " + dtypes +
-                   " yet (run it on run.backend = \"cpu\", or plan it with `headroom plan` "
-                   "(it plans run.backend = \"cuda\" for the GPU))");
-}
-
-uint16_t* bits16(const Tensor& x) {
-  return static_cast<uint16_t*>(x.raw());
-}
-
-}  // namespace
 
 void CudaKernels::fill(Tensor& x, float value) {
   const int64_t n = x.numel();
@@ -57,7 +44,7 @@ void CudaKernels::fill(Tensor& x, float value) {
       HR_CUDA_CHECK(cuda::fill_u8(x.data<uint8_t>(), n, static_cast<uint8_t>(value), stream()));
       return;
   }
-  refuse_dtype("fill", std::string(name_of(x.dtype())));
+  refuse_cuda_dtype("fill", x.dtype());
 }
 
 void CudaKernels::add(const Tensor& a, const Tensor& b, Tensor& out) {
@@ -75,7 +62,7 @@ void CudaKernels::add(const Tensor& a, const Tensor& b, Tensor& out) {
       HR_CUDA_CHECK(cuda::add_f16(bits16(a), bits16(b), bits16(out), n, stream()));
       return;
     default:
-      refuse_dtype("add", std::string(name_of(a.dtype())));
+      refuse_cuda_dtype("add", a.dtype());
   }
 }
 
@@ -105,7 +92,7 @@ void CudaKernels::cast(const Tensor& x, Tensor& out) {
   } else if (from == DType::kU8 && to == DType::kF32) {
     HR_CUDA_CHECK(cuda::cast_u8_to_f32(x.data<uint8_t>(), out.data<float>(), n, stream()));
   } else {
-    refuse_dtype("cast", std::string(name_of(from)) + " -> " + std::string(name_of(to)));
+    refuse_cuda_dtype("cast", std::string(name_of(from)) + " -> " + std::string(name_of(to)));
   }
 }
 

@@ -15,28 +15,12 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_dtype.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "kernels_rows.h"  // cuda/: the kernels themselves
 #include "util/error.h"
 
 namespace headroom {
-
-namespace {
-
-[[noreturn]] void refuse_dtype(const char* op, const std::string& dtypes) {
-  throw UsageError(std::string("cuda ") + op + ": no cuda kernel for " + dtypes +
-                   " yet (run it on run.backend = \"cpu\", or plan it with `headroom plan` "
-                   "(it plans run.backend = \"cuda\" for the GPU))");
-}
-
-const uint16_t* half_data(const Tensor& x) {
-  return static_cast<const uint16_t*>(x.raw());
-}
-uint16_t* half_data(Tensor& x) {
-  return static_cast<uint16_t*>(x.raw());
-}
-
-}  // namespace
 
 void CudaKernels::embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) {
   const int64_t vocab = table.size(0), width = table.size(1), tokens = ids.size(0);
@@ -48,15 +32,15 @@ void CudaKernels::embedding_forward(const Tensor& table, const Tensor& ids, Tens
                                                 out.data<float>(), stream()));
       return;
     case DType::kBF16:
-      HR_CUDA_CHECK(cuda::embedding_forward_bf16(half_data(table), vocab, width, id, tokens,
-                                                 half_data(out), stream()));
+      HR_CUDA_CHECK(cuda::embedding_forward_bf16(bits16(table), vocab, width, id, tokens,
+                                                 bits16(out), stream()));
       return;
     case DType::kF16:
-      HR_CUDA_CHECK(cuda::embedding_forward_f16(half_data(table), vocab, width, id, tokens,
-                                                half_data(out), stream()));
+      HR_CUDA_CHECK(cuda::embedding_forward_f16(bits16(table), vocab, width, id, tokens,
+                                                bits16(out), stream()));
       return;
     default:
-      refuse_dtype("embedding_forward", std::string(name_of(table.dtype())));
+      refuse_cuda_dtype("embedding_forward", table.dtype());
   }
 }
 
@@ -72,15 +56,15 @@ void CudaKernels::embedding_backward(const Tensor& d_out, const Tensor& ids, Ten
                                                  d_table.data<float>(), vocab, sorted, stream()));
       return;
     case DType::kBF16:
-      HR_CUDA_CHECK(cuda::embedding_backward_bf16(half_data(d_out), id, tokens, width,
-                                                  half_data(d_table), vocab, sorted, stream()));
+      HR_CUDA_CHECK(cuda::embedding_backward_bf16(bits16(d_out), id, tokens, width, bits16(d_table),
+                                                  vocab, sorted, stream()));
       return;
     case DType::kF16:
-      HR_CUDA_CHECK(cuda::embedding_backward_f16(half_data(d_out), id, tokens, width,
-                                                 half_data(d_table), vocab, sorted, stream()));
+      HR_CUDA_CHECK(cuda::embedding_backward_f16(bits16(d_out), id, tokens, width, bits16(d_table),
+                                                 vocab, sorted, stream()));
       return;
     default:
-      refuse_dtype("embedding_backward", std::string(name_of(d_table.dtype())));
+      refuse_cuda_dtype("embedding_backward", d_table.dtype());
   }
 }
 

@@ -13,6 +13,7 @@
 #include "backend/common/dynamic_map.h"
 #include "backend/common/nf4.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_dtype.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "kernels_optimizer.h"  // cuda/: the kernels themselves
 #include "util/error.h"
@@ -20,12 +21,6 @@
 namespace headroom {
 
 namespace {
-
-[[noreturn]] void refuse_dtype(const char* op, const std::string& dtypes) {
-  throw UsageError(std::string("cuda ") + op + ": no cuda kernel for " + dtypes +
-                   " yet (run it on run.backend = \"cpu\", or plan it with `headroom plan` "
-                   "(it plans run.backend = \"cuda\" for the GPU))");
-}
 
 // The signed dynamic map, the code book of double quantization.
 const cuda::DynamicMap& signed_map() {
@@ -58,15 +53,13 @@ void CudaKernels::nf4_quantize(const Tensor& w, Tensor& scratch, Nf4Weight& q) {
       HR_CUDA_CHECK(cuda::nf4_quantize_f32(w.data<float>(), n, codes, absmax, stream()));
       break;
     case DType::kBF16:
-      HR_CUDA_CHECK(cuda::nf4_quantize_bf16(static_cast<const uint16_t*>(w.raw()), n, codes, absmax,
-                                            stream()));
+      HR_CUDA_CHECK(cuda::nf4_quantize_bf16(bits16(w), n, codes, absmax, stream()));
       break;
     case DType::kF16:
-      HR_CUDA_CHECK(cuda::nf4_quantize_f16(static_cast<const uint16_t*>(w.raw()), n, codes, absmax,
-                                           stream()));
+      HR_CUDA_CHECK(cuda::nf4_quantize_f16(bits16(w), n, codes, absmax, stream()));
       break;
     default:
-      refuse_dtype("nf4_quantize", std::string(name_of(w.dtype())));
+      refuse_cuda_dtype("nf4_quantize", w.dtype());
   }
   if (!q.double_quant()) return;
   HR_CUDA_CHECK(cuda::nf4_double_quantize(absmax, scratch.numel(), q.absmax.data<uint8_t>(),
@@ -94,15 +87,13 @@ void CudaKernels::nf4_dequantize(const Nf4Weight& q, Tensor& scratch, Tensor& ou
           cuda::nf4_dequantize_f32(codes, absmax, n, out.data<float>(), values(), stream()));
       return;
     case DType::kBF16:
-      HR_CUDA_CHECK(cuda::nf4_dequantize_bf16(codes, absmax, n, static_cast<uint16_t*>(out.raw()),
-                                              values(), stream()));
+      HR_CUDA_CHECK(cuda::nf4_dequantize_bf16(codes, absmax, n, bits16(out), values(), stream()));
       return;
     case DType::kF16:
-      HR_CUDA_CHECK(cuda::nf4_dequantize_f16(codes, absmax, n, static_cast<uint16_t*>(out.raw()),
-                                             values(), stream()));
+      HR_CUDA_CHECK(cuda::nf4_dequantize_f16(codes, absmax, n, bits16(out), values(), stream()));
       return;
     default:
-      refuse_dtype("nf4_dequantize", std::string(name_of(out.dtype())));
+      refuse_cuda_dtype("nf4_dequantize", out.dtype());
   }
 }
 

@@ -12,28 +12,12 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_dtype.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "kernels_rows.h"  // cuda/: the kernels themselves
 #include "util/error.h"
 
 namespace headroom {
-
-namespace {
-
-[[noreturn]] void refuse_dtype(const char* op, const std::string& dtypes) {
-  throw UsageError(std::string("cuda ") + op + ": no cuda kernel for " + dtypes +
-                   " yet (run it on run.backend = \"cpu\", or plan it with `headroom plan` "
-                   "(it plans run.backend = \"cuda\" for the GPU))");
-}
-
-const uint16_t* half_data(const Tensor& x) {
-  return static_cast<const uint16_t*>(x.raw());
-}
-uint16_t* half_data(Tensor& x) {
-  return static_cast<uint16_t*>(x.raw());
-}
-
-}  // namespace
 
 void CudaKernels::rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, Tensor& y,
                                   Tensor& rstd) {
@@ -46,15 +30,15 @@ void CudaKernels::rmsnorm_forward(const Tensor& x, const Tensor& w, float eps, T
                                               y.data<float>(), r, rows, width, stream()));
       return;
     case DType::kBF16:
-      HR_CUDA_CHECK(cuda::rmsnorm_forward_bf16(half_data(x), half_data(w), eps, half_data(y), r,
-                                               rows, width, stream()));
+      HR_CUDA_CHECK(cuda::rmsnorm_forward_bf16(bits16(x), bits16(w), eps, bits16(y), r, rows, width,
+                                               stream()));
       return;
     case DType::kF16:
-      HR_CUDA_CHECK(cuda::rmsnorm_forward_f16(half_data(x), half_data(w), eps, half_data(y), r,
-                                              rows, width, stream()));
+      HR_CUDA_CHECK(cuda::rmsnorm_forward_f16(bits16(x), bits16(w), eps, bits16(y), r, rows, width,
+                                              stream()));
       return;
     default:
-      refuse_dtype("rmsnorm_forward", std::string(name_of(x.dtype())));
+      refuse_cuda_dtype("rmsnorm_forward", x.dtype());
   }
 }
 
@@ -71,17 +55,17 @@ void CudaKernels::rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tens
           has_dw ? dw.data<float>() : nullptr, rows, width, stream()));
       return;
     case DType::kBF16:
-      HR_CUDA_CHECK(cuda::rmsnorm_backward_bf16(half_data(dy), half_data(x), half_data(w), r,
-                                                half_data(dx), has_dw ? half_data(dw) : nullptr,
-                                                rows, width, stream()));
+      HR_CUDA_CHECK(cuda::rmsnorm_backward_bf16(bits16(dy), bits16(x), bits16(w), r, bits16(dx),
+                                                has_dw ? bits16(dw) : nullptr, rows, width,
+                                                stream()));
       return;
     case DType::kF16:
-      HR_CUDA_CHECK(cuda::rmsnorm_backward_f16(half_data(dy), half_data(x), half_data(w), r,
-                                               half_data(dx), has_dw ? half_data(dw) : nullptr,
-                                               rows, width, stream()));
+      HR_CUDA_CHECK(cuda::rmsnorm_backward_f16(bits16(dy), bits16(x), bits16(w), r, bits16(dx),
+                                               has_dw ? bits16(dw) : nullptr, rows, width,
+                                               stream()));
       return;
     default:
-      refuse_dtype("rmsnorm_backward", std::string(name_of(x.dtype())));
+      refuse_cuda_dtype("rmsnorm_backward", x.dtype());
   }
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_dtype.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "kernels_rows.h"  // cuda/: the kernels themselves
 #include "util/error.h"
@@ -16,12 +17,6 @@
 namespace headroom {
 
 namespace {
-
-[[noreturn]] void refuse_dtype(const char* op, const std::string& dtypes) {
-  throw UsageError(std::string("cuda ") + op + ": no cuda kernel for " + dtypes +
-                   " yet (run it on run.backend = \"cpu\", or plan it with `headroom plan` "
-                   "(it plans run.backend = \"cuda\" for the GPU))");
-}
 
 // sign +1: the rotation; -1: its transpose.
 void rotate(const char* op, Tensor& x, const Tensor& positions, int64_t head_dim, float theta,
@@ -35,15 +30,13 @@ void rotate(const char* op, Tensor& x, const Tensor& positions, int64_t head_dim
           cuda::rope_f32(x.data<float>(), p, tokens, width, head_dim, theta, sign, stream));
       return;
     case DType::kBF16:
-      HR_CUDA_CHECK(cuda::rope_bf16(static_cast<uint16_t*>(x.raw()), p, tokens, width, head_dim,
-                                    theta, sign, stream));
+      HR_CUDA_CHECK(cuda::rope_bf16(bits16(x), p, tokens, width, head_dim, theta, sign, stream));
       return;
     case DType::kF16:
-      HR_CUDA_CHECK(cuda::rope_f16(static_cast<uint16_t*>(x.raw()), p, tokens, width, head_dim,
-                                   theta, sign, stream));
+      HR_CUDA_CHECK(cuda::rope_f16(bits16(x), p, tokens, width, head_dim, theta, sign, stream));
       return;
     default:
-      refuse_dtype(op, std::string(name_of(x.dtype())));
+      refuse_cuda_dtype(op, std::string(name_of(x.dtype())));
   }
 }
 

@@ -10,21 +10,12 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_dtype.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "kernels_rows.h"  // cuda/: the kernels themselves
 #include "util/error.h"
 
 namespace headroom {
-
-namespace {
-
-[[noreturn]] void refuse_dtype(const char* op, const std::string& dtypes) {
-  throw UsageError(std::string("cuda ") + op + ": no cuda kernel for " + dtypes +
-                   " yet (run it on run.backend = \"cpu\", or plan it with `headroom plan` "
-                   "(it plans run.backend = \"cuda\" for the GPU))");
-}
-
-}  // namespace
 
 void CudaKernels::sum_squares(const Tensor& x, Tensor& out) {
   const int64_t n = x.numel();
@@ -35,13 +26,13 @@ void CudaKernels::sum_squares(const Tensor& x, Tensor& out) {
       HR_CUDA_CHECK(cuda::sum_squares_f32(x.data<float>(), n, o, stream()));
       return;
     case DType::kBF16:
-      HR_CUDA_CHECK(cuda::sum_squares_bf16(static_cast<const uint16_t*>(x.raw()), n, o, stream()));
+      HR_CUDA_CHECK(cuda::sum_squares_bf16(bits16(x), n, o, stream()));
       return;
     case DType::kF16:
-      HR_CUDA_CHECK(cuda::sum_squares_f16(static_cast<const uint16_t*>(x.raw()), n, o, stream()));
+      HR_CUDA_CHECK(cuda::sum_squares_f16(bits16(x), n, o, stream()));
       return;
     default:
-      refuse_dtype("sum_squares", std::string(name_of(x.dtype())));
+      refuse_cuda_dtype("sum_squares", x.dtype());
   }
 }
 

@@ -10,25 +10,12 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_dtype.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "kernels_elementwise.h"  // cuda/: the kernels themselves
 #include "util/error.h"
 
 namespace headroom {
-
-namespace {
-
-[[noreturn]] void refuse_dtype(const char* op, const std::string& dtypes) {
-  throw UsageError(std::string("cuda ") + op + ": no cuda kernel for " + dtypes +
-                   " yet (run it on run.backend = \"cpu\", or plan it with `headroom plan` "
-                   "(it plans run.backend = \"cuda\" for the GPU))");
-}
-
-uint16_t* bits16(const Tensor& x) {
-  return static_cast<uint16_t*>(x.raw());
-}
-
-}  // namespace
 
 void CudaKernels::swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& out) {
   const int64_t n = gate.numel();
@@ -45,7 +32,7 @@ void CudaKernels::swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& o
       HR_CUDA_CHECK(cuda::swiglu_forward_f16(bits16(gate), bits16(up), bits16(out), n, stream()));
       return;
     default:
-      refuse_dtype("swiglu_forward", std::string(name_of(gate.dtype())));
+      refuse_cuda_dtype("swiglu_forward", gate.dtype());
   }
 }
 
@@ -68,7 +55,7 @@ void CudaKernels::swiglu_backward(const Tensor& d_out, const Tensor& gate, const
                                               bits16(d_gate), bits16(d_up), n, stream()));
       return;
     default:
-      refuse_dtype("swiglu_backward", std::string(name_of(gate.dtype())));
+      refuse_cuda_dtype("swiglu_backward", gate.dtype());
   }
 }
 

@@ -1,0 +1,171 @@
+// Entry points of block-sparse flash attention on cuda
+// (cuda/flash_attention_forward.cu, cuda/flash_attention_backward.cu): the
+// cuda halves of cpu/attention.cc, with its equations. Every function
+// launches on `stream` and returns the launch status; none synchronizes, none
+// allocates. Pointers are device pointers except `cu` (host). bf16 and fp16
+// are raw uint16_t storage, widened to fp32 on load and rounded to nearest
+// even once on store; all math is fp32. No atomics: every output element is
+// owned by one thread and summed in a fixed order, so a call gives the same
+// bits every time.
+//
+// Shapes (kernels.h / attention_checks.h): q, out, d_out, dq (T, H*D); k, v,
+// dk, dv (T, KV*D); lse, delta (H, T) fp32. Query head h reads kv head
+// h / (H / KV). cu: documents + 1 offsets (cu[0] = 0, cu[documents] = T,
+// never decreasing). The mask is attention_mask.h's: query i sees the keys
+// [lo(i), hi(i)) of its document. head_dim must be one of
+// flash_attention_head_dim_supported's; the caller refuses the rest.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "backend/common/attention_mask.h"
+
+namespace headroom::cuda {
+
+// The storage dtype of q, k, v and of the results.
+enum class FlashFloat : uint8_t { kF32, kBF16, kF16 };
+
+// The sizes of one call (T tokens, H heads, KV kv heads, D head_dim) and its
+// softmax scale.
+struct FlashDims {
+  int64_t tokens = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  float scale = 0;
+  AttentionMask mask;
+};
+
+// Whether the kernels are compiled for this head_dim (64 and 128).
+bool flash_attention_head_dim_supported(int64_t head_dim);
+
+// out = softmax(scale q k^T over the visible keys) v per head; lse[h, i] =
+// logsumexp over query i's visible keys of scale q_i . k_j.
+cudaError_t flash_attention_forward(const void* q, const void* k, const void* v, const int32_t* cu,
+                                    int64_t documents, const FlashDims& dims, FlashFloat type,
+                                    void* out, float* lse, cudaStream_t stream);
+
+// delta[h, i] = rowsum(d_out * out) of query i, head h (fp32).
+cudaError_t flash_attention_delta(const void* d_out, const void* out, const FlashDims& dims,
+                                  FlashFloat type, float* delta, cudaStream_t stream);
+
+// dq, dk, dv written from d_out, q, k, v, lse (forward's) and delta
+// (flash_attention_delta's, queued before): FlashAttention-2's equations,
+// P = exp(scale S - lse), dS = P * (dO V^T - delta), dq = scale dS K,
+// dk = scale dS^T Q (summed over the kv head's query heads), dv = P^T dO.
+cudaError_t flash_attention_backward(const void* d_out, const void* q, const void* k, const void* v,
+                                     const float* lse, const float* delta, const int32_t* cu,
+                                     int64_t documents, const FlashDims& dims, FlashFloat type,
+                                     void* dq, void* dk, void* dv, cudaStream_t stream);
+
+}  // namespace headroom::cuda
+
+#ifdef __CUDACC__
+// ---- device helpers shared by the two .cu files (nvcc only) ----
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace headroom::cuda::flash {
+
+// Kernel tiles, fixed whatever params.block_size is (see the .cu headers):
+// 256 threads as 16 row groups x 16 column groups.
+constexpr int kThreads = 256;
+constexpr int kGroups = 16;
+
+// The offsets of up to kDocuments documents, passed by value (the op gets
+// no device copy of cu_seqlens and may not allocate one). Longer lists take
+// one launch per chunk: a query sees only keys of its own document (except
+// causal, which ignores documents and is launched as one chunk {0, T}).
+constexpr int kDocuments = 511;
+struct Documents {
+  int32_t offsets[kDocuments + 1];  // document d of the chunk: [offsets[d], offsets[d + 1])
+  int32_t count = 0;                // documents in the chunk
+};
+
+// The visible keys of token i, offsets[0] <= i < offsets[count]: its
+// document is the last offset <= i (document_start: an empty document
+// repeats an offset and is skipped).
+__device__ __forceinline__ KeyInterval row_keys(const AttentionMask& mask, const Documents& docs,
+                                                int64_t i) {
+  int lo = 0, hi = docs.count;  // offsets[lo] <= i < offsets[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (docs.offsets[mid] <= i)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return visible_keys_in_document(mask, docs.offsets[lo], docs.offsets[lo + 1], i);
+}
+
+__device__ __forceinline__ float widen(float v) {
+  return v;
+}
+__device__ __forceinline__ float widen(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+__device__ __forceinline__ float widen(__half v) {
+  return __half2float(v);
+}
+__device__ __forceinline__ void store(float* p, float v) {
+  *p = v;
+}
+__device__ __forceinline__ void store(__nv_bfloat16* p, float v) {
+  *p = __float2bfloat16_rn(v);
+}
+__device__ __forceinline__ void store(__half* p, float v) {
+  *p = __float2half_rn(v);
+}
+
+// dst[r][c] (rows `ld` floats apart) = src row r0 + r, column c, widened,
+// for r < valid; 0 for valid <= r < kRows (padding rows: finite, so a 0
+// probability times them stays 0). src points at the head's first column.
+template <int kRows, int kD, typename T>
+__device__ __forceinline__ void load_tile(float* dst, int ld, const T* src, int64_t stride,
+                                          int64_t r0, int64_t valid) {
+  for (int e = threadIdx.x; e < kRows * kD; e += kThreads) {
+    const int r = e / kD, c = e % kD;
+    dst[r * ld + c] = r < valid ? widen(src[(r0 + r) * stride + c]) : 0.0f;
+  }
+}
+
+// Which dtype instance to launch.
+template <typename F>
+cudaError_t with_flash_type(FlashFloat type, F&& f) {
+  switch (type) {
+    case FlashFloat::kF32:
+      return f(static_cast<float*>(nullptr));
+    case FlashFloat::kBF16:
+      return f(static_cast<__nv_bfloat16*>(nullptr));
+    case FlashFloat::kF16:
+      return f(static_cast<__half*>(nullptr));
+  }
+  return cudaErrorInvalidValue;
+}
+
+// Calls f(docs, begin, end) for each chunk of at most kDocuments documents
+// holding tokens (causal: one chunk, {0, T}); stops at the first error.
+template <typename F>
+cudaError_t for_each_chunk(const int32_t* cu, int64_t documents, const AttentionMask& mask,
+                           int64_t tokens, F&& f) {
+  if (tokens == 0) return cudaSuccess;
+  Documents docs;
+  if (mask.kind == AttentionMaskKind::kCausal) {
+    docs.count = 1;
+    docs.offsets[0] = 0;
+    docs.offsets[1] = static_cast<int32_t>(tokens);
+    return f(docs, int64_t{0}, tokens);
+  }
+  for (int64_t d0 = 0; d0 < documents; d0 += kDocuments) {
+    const int64_t d1 = documents - d0 < kDocuments ? documents : d0 + kDocuments;
+    if (cu[d1] == cu[d0]) continue;  // only empty documents
+    docs.count = static_cast<int32_t>(d1 - d0);
+    for (int64_t d = d0; d <= d1; ++d)
+      docs.offsets[d - d0] = cu[d];
+    const cudaError_t err = f(docs, int64_t{cu[d0]}, int64_t{cu[d1]});
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace headroom::cuda::flash
+#endif
