@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/nccl_library.h"
 #include "kernels.h"
 #include "kernels_elementwise.h"  // cast_f16_to_f32 / cast_f32_to_f16
 #include "util/error.h"
@@ -78,7 +79,7 @@ class NcclComm final : public Communicator {
     // NCCL's own bootstrap needs every rank to hold the same unique id; MPI
     // is already the job's launcher, so it carries the id.
     ncclUniqueId id{};
-    if (rank_ == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    if (rank_ == 0) check_nccl(nccl_library().ncclGetUniqueId(&id), "ncclGetUniqueId");
     check_mpi(MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD),
               where() + "MPI_Bcast(ncclUniqueId)");
     try {
@@ -87,7 +88,7 @@ class NcclComm final : public Communicator {
       // written before NCCL reads them.
       check_cuda(cudaStreamCreate(&own_stream_), where() + "cudaStreamCreate");
       stream_ = own_stream_;
-      check_nccl(ncclCommInitRank(&comm_, size_, id, rank_),
+      check_nccl(nccl_library().ncclCommInitRank(&comm_, size_, id, rank_),
                  "ncclCommInitRank(device " + std::to_string(device_) + ")");
     } catch (...) {
       release();  // the destructor does not run for a half-made object
@@ -152,8 +153,9 @@ class NcclComm final : public Communicator {
     const size_t element = size_of(flat.dtype());
     run_group("all_gather_in_place(" + flat.tag() + ", " + flat.describe() + ")", [&](int r) {
       char* piece = base + static_cast<size_t>(offsets[static_cast<size_t>(r)]) * element;
-      return ncclBroadcast(piece, piece, static_cast<size_t>(counts[static_cast<size_t>(r)]), type,
-                           r, comm_, stream_);
+      return nccl_library().ncclBroadcast(piece, piece,
+                                          static_cast<size_t>(counts[static_cast<size_t>(r)]), type,
+                                          r, comm_, stream_);
     });
     synchronize("all_gather_in_place(" + flat.tag() + ")");
   }
@@ -185,9 +187,9 @@ class NcclComm final : public Communicator {
     // Any dtype: the bytes travel, nothing is added up.
     const std::string what = "ncclBroadcast(" + tensor.tag() + ", " + tensor.describe() +
                              ", root " + std::to_string(root) + ")";
-    check_nccl(
-        ncclBroadcast(tensor.raw(), tensor.raw(), tensor.nbytes(), ncclUint8, root, comm_, stream_),
-        what);
+    check_nccl(nccl_library().ncclBroadcast(tensor.raw(), tensor.raw(), tensor.nbytes(), ncclUint8,
+                                            root, comm_, stream_),
+               what);
     synchronize(what);
   }
 
@@ -206,9 +208,9 @@ class NcclComm final : public Communicator {
 
   void check_nccl(ncclResult_t result, const std::string& what) const {
     if (result == ncclSuccess) return;
-    std::string message = where() + what + " failed: " + ncclGetErrorString(result);
+    std::string message = where() + what + " failed: " + nccl_library().ncclGetErrorString(result);
     // NCCL keeps a more specific line (which peer, which transport) per comm.
-    const char* detail = comm_ ? ncclGetLastError(comm_) : nullptr;
+    const char* detail = comm_ ? nccl_library().ncclGetLastError(comm_) : nullptr;
     if (detail && *detail) message += std::string(" (") + detail + ")";
     throw InternalError(message);
   }
@@ -234,8 +236,9 @@ class NcclComm final : public Communicator {
   void all_reduce_floats(Tensor& tensor) {
     use_device();
     const std::string what = "ncclAllReduce(" + tensor.tag() + ", " + tensor.describe() + ")";
-    check_nccl(ncclAllReduce(tensor.raw(), tensor.raw(), static_cast<size_t>(tensor.numel()),
-                             ncclFloat, ncclSum, comm_, stream_),
+    check_nccl(nccl_library().ncclAllReduce(tensor.raw(), tensor.raw(),
+                                            static_cast<size_t>(tensor.numel()), ncclFloat, ncclSum,
+                                            comm_, stream_),
                what);
     synchronize(what);
   }
@@ -244,12 +247,13 @@ class NcclComm final : public Communicator {
     const std::vector<int64_t> offsets =
         piece_offsets(flat, counts, size_, "reduce_scatter_sum_in_place");
     float* base = static_cast<float*>(flat.raw());
-    run_group("reduce_scatter_sum_in_place(" + flat.tag() + ", " + flat.describe() + ")",
-              [&](int r) {
-                float* piece = base + offsets[static_cast<size_t>(r)];
-                return ncclReduce(piece, piece, static_cast<size_t>(counts[static_cast<size_t>(r)]),
-                                  ncclFloat, ncclSum, r, comm_, stream_);
-              });
+    run_group(
+        "reduce_scatter_sum_in_place(" + flat.tag() + ", " + flat.describe() + ")", [&](int r) {
+          float* piece = base + offsets[static_cast<size_t>(r)];
+          return nccl_library().ncclReduce(piece, piece,
+                                           static_cast<size_t>(counts[static_cast<size_t>(r)]),
+                                           ncclFloat, ncclSum, r, comm_, stream_);
+        });
     synchronize("reduce_scatter_sum_in_place(" + flat.tag() + ")");
   }
 
@@ -258,12 +262,12 @@ class NcclComm final : public Communicator {
   // the error path (and the message names the failing rank's op).
   void run_group(const std::string& what, const std::function<ncclResult_t(int)>& op) {
     use_device();
-    check_nccl(ncclGroupStart(), "ncclGroupStart for " + what);
+    check_nccl(nccl_library().ncclGroupStart(), "ncclGroupStart for " + what);
     ncclResult_t failed = ncclSuccess;
     int failed_rank = -1;
     for (int r = 0; r < size_ && failed == ncclSuccess; ++r)
       if ((failed = op(r)) != ncclSuccess) failed_rank = r;
-    const ncclResult_t ended = ncclGroupEnd();
+    const ncclResult_t ended = nccl_library().ncclGroupEnd();
     check_nccl(failed, what + ", the piece of rank " + std::to_string(failed_rank));
     check_nccl(ended, "ncclGroupEnd for " + what);
   }
@@ -310,7 +314,7 @@ class NcclComm final : public Communicator {
   // Best effort: a destructor cannot throw, and a failing teardown at the
   // end of a job has nothing left to protect.
   void release() {
-    if (comm_) (void)ncclCommDestroy(comm_);
+    if (comm_) (void)nccl_library().ncclCommDestroy(comm_);
     if (own_stream_) (void)cudaStreamDestroy(own_stream_);
     comm_ = nullptr;
     own_stream_ = stream_ = nullptr;
