@@ -25,21 +25,9 @@ CublasLtLibrary load_cublaslt() {
                        "): a cuBLASLt older than the one headroom was built with?");
     entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(symbol);
   };
-#define HEADROOM_FIND(name) find(lib.name, #name)
-  HEADROOM_FIND(cublasLtCreate);
-  HEADROOM_FIND(cublasLtDestroy);
-  HEADROOM_FIND(cublasLtMatmul);
-  HEADROOM_FIND(cublasLtMatmulAlgoGetHeuristic);
-  HEADROOM_FIND(cublasLtMatmulDescCreate);
-  HEADROOM_FIND(cublasLtMatmulDescDestroy);
-  HEADROOM_FIND(cublasLtMatmulDescSetAttribute);
-  HEADROOM_FIND(cublasLtMatmulPreferenceCreate);
-  HEADROOM_FIND(cublasLtMatmulPreferenceDestroy);
-  HEADROOM_FIND(cublasLtMatmulPreferenceSetAttribute);
-  HEADROOM_FIND(cublasLtMatrixLayoutCreate);
-  HEADROOM_FIND(cublasLtMatrixLayoutDestroy);
-  HEADROOM_FIND(cublasLtMatrixLayoutSetAttribute);
-#undef HEADROOM_FIND
+#define HEADROOM_CUBLASLT_FIND(name) find(lib.name, #name);
+  HEADROOM_CUBLASLT_ENTRY_POINTS(HEADROOM_CUBLASLT_FIND)
+#undef HEADROOM_CUBLASLT_FIND
   return lib;
 }
 

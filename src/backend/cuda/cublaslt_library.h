@@ -9,20 +9,27 @@
 
 namespace headroom {
 
+// X(name) for every entry point: the struct's members and their lookup are
+// written from this one list.
+#define HEADROOM_CUBLASLT_ENTRY_POINTS(X) \
+  X(cublasLtCreate)                       \
+  X(cublasLtDestroy)                      \
+  X(cublasLtMatmul)                       \
+  X(cublasLtMatmulAlgoGetHeuristic)       \
+  X(cublasLtMatmulDescCreate)             \
+  X(cublasLtMatmulDescDestroy)            \
+  X(cublasLtMatmulDescSetAttribute)       \
+  X(cublasLtMatmulPreferenceCreate)       \
+  X(cublasLtMatmulPreferenceDestroy)      \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatrixLayoutCreate)           \
+  X(cublasLtMatrixLayoutDestroy)          \
+  X(cublasLtMatrixLayoutSetAttribute)
+
 struct CublasLtLibrary {
-  decltype(&::cublasLtCreate) cublasLtCreate;
-  decltype(&::cublasLtDestroy) cublasLtDestroy;
-  decltype(&::cublasLtMatmul) cublasLtMatmul;
-  decltype(&::cublasLtMatmulAlgoGetHeuristic) cublasLtMatmulAlgoGetHeuristic;
-  decltype(&::cublasLtMatmulDescCreate) cublasLtMatmulDescCreate;
-  decltype(&::cublasLtMatmulDescDestroy) cublasLtMatmulDescDestroy;
-  decltype(&::cublasLtMatmulDescSetAttribute) cublasLtMatmulDescSetAttribute;
-  decltype(&::cublasLtMatmulPreferenceCreate) cublasLtMatmulPreferenceCreate;
-  decltype(&::cublasLtMatmulPreferenceDestroy) cublasLtMatmulPreferenceDestroy;
-  decltype(&::cublasLtMatmulPreferenceSetAttribute) cublasLtMatmulPreferenceSetAttribute;
-  decltype(&::cublasLtMatrixLayoutCreate) cublasLtMatrixLayoutCreate;
-  decltype(&::cublasLtMatrixLayoutDestroy) cublasLtMatrixLayoutDestroy;
-  decltype(&::cublasLtMatrixLayoutSetAttribute) cublasLtMatrixLayoutSetAttribute;
+#define HEADROOM_CUBLASLT_MEMBER(name) decltype(&::name) name;
+  HEADROOM_CUBLASLT_ENTRY_POINTS(HEADROOM_CUBLASLT_MEMBER)
+#undef HEADROOM_CUBLASLT_MEMBER
 };
 
 // The library (libcublasLt.so.<CUBLAS_VER_MAJOR>, through the loader's
