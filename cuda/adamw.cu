@@ -19,33 +19,11 @@
 
 #include "kernels_optimizer.h"
 #include "storage.cuh"
+#include "weight_update.cuh"
 
 namespace headroom::cuda {
 
 namespace {
-
-// cpu/weight_update.h's WeightUpdate, its case a template argument.
-template <typename D, MasterKind K>
-struct WeightUpdate {
-  using T = typename Storage<D>::T;
-  T* param;
-  void* master;
-
-  __device__ float load(int64_t i) const {
-    if constexpr (K == MasterKind::kF32)
-      return static_cast<const float*>(master)[i];
-    else if constexpr (K == MasterKind::kParamDtype)
-      return Storage<D>::widen(static_cast<const T*>(master)[i]);
-    else
-      return Storage<D>::widen(param[i]);
-  }
-  __device__ void store(int64_t i, float w) const {
-    if constexpr (K == MasterKind::kF32) static_cast<float*>(master)[i] = w;
-    const T rounded = Storage<D>::round(w);
-    param[i] = rounded;
-    if constexpr (K == MasterKind::kParamDtype) static_cast<T*>(master)[i] = rounded;
-  }
-};
 
 // cpu/adamw.cc's step, with the cpu clones' contractions (top of file).
 __device__ __forceinline__ float adamw_step(float p, float g, float& m, float& v,

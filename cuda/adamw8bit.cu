@@ -23,6 +23,7 @@
 #include "backend/common/dynamic_map.h"
 #include "kernels_optimizer.h"
 #include "storage.cuh"
+#include "weight_update.cuh"
 
 namespace headroom::cuda {
 
@@ -30,29 +31,6 @@ namespace {
 
 static_assert(kQuantBlock == 256, "one thread per element of a quantization block");
 constexpr int kThreads = 256;
-
-// cpu/weight_update.h's WeightUpdate, its case a template argument.
-template <typename D, MasterKind K>
-struct WeightUpdate {
-  using T = typename Storage<D>::T;
-  T* param;
-  void* master;
-
-  __device__ float load(int64_t i) const {
-    if constexpr (K == MasterKind::kF32)
-      return static_cast<const float*>(master)[i];
-    else if constexpr (K == MasterKind::kParamDtype)
-      return Storage<D>::widen(static_cast<const T*>(master)[i]);
-    else
-      return Storage<D>::widen(param[i]);
-  }
-  __device__ void store(int64_t i, float w) const {
-    if constexpr (K == MasterKind::kF32) static_cast<float*>(master)[i] = w;
-    const T rounded = Storage<D>::round(w);
-    param[i] = rounded;
-    if constexpr (K == MasterKind::kParamDtype) static_cast<T*>(master)[i] = rounded;
-  }
-};
 
 // |x| for the absmax, NaN as 0: the cpu's max skips NaNs, and every other
 // magnitude is >= 0, so this changes no maximum but that of an all-NaN block.

@@ -23,30 +23,11 @@
 
 #include "backend/common/attention_mask.h"
 #include "kernels_attention.h"
+#include "storage.cuh"
 
 namespace headroom::cuda {
 
 namespace {
-
-__device__ inline float widen(float x) {
-  return x;
-}
-__device__ inline float widen(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-__device__ inline float widen(__half x) {
-  return __half2float(x);
-}
-
-__device__ inline void store(float* p, float v) {
-  *p = v;
-}
-__device__ inline void store(__nv_bfloat16* p, float v) {
-  *p = __float2bfloat16_rn(v);
-}
-__device__ inline void store(__half* p, float v) {
-  *p = __float2half_rn(v);
-}
 
 constexpr int kThreads = 256;
 

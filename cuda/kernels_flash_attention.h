@@ -64,6 +64,8 @@ cudaError_t flash_attention_backward(const void* d_out, const void* q, const voi
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "storage.cuh"
+
 namespace headroom::cuda::flash {
 
 // Kernel tiles, fixed whatever params.block_size is (see the .cu headers):
@@ -97,24 +99,8 @@ __device__ __forceinline__ KeyInterval row_keys(const AttentionMask& mask, const
   return visible_keys_in_document(mask, docs.offsets[lo], docs.offsets[lo + 1], i);
 }
 
-__device__ __forceinline__ float widen(float v) {
-  return v;
-}
-__device__ __forceinline__ float widen(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-__device__ __forceinline__ float widen(__half v) {
-  return __half2float(v);
-}
-__device__ __forceinline__ void store(float* p, float v) {
-  *p = v;
-}
-__device__ __forceinline__ void store(__nv_bfloat16* p, float v) {
-  *p = __float2bfloat16_rn(v);
-}
-__device__ __forceinline__ void store(__half* p, float v) {
-  *p = __float2half_rn(v);
-}
+using ::headroom::cuda::store;  // storage.cuh
+using ::headroom::cuda::widen;
 
 // dst[r][c] (rows `ld` floats apart) = src row r0 + r, column c, widened,
 // for r < valid; 0 for valid <= r < kRows (padding rows: finite, so a 0

@@ -112,28 +112,12 @@ cudaError_t cross_entropy_backward_f16(uint16_t* logits, const int32_t* targets,
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "storage.cuh"
+
 namespace headroom::cuda::rows {
 
-// An element as fp32 (exact), and an fp32 result into its storage dtype
-// (round to nearest even), the same pair as cpu/convert.h's.
-__device__ __forceinline__ float widen(float v) {
-  return v;
-}
-__device__ __forceinline__ float widen(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-__device__ __forceinline__ float widen(__half v) {
-  return __half2float(v);
-}
-__device__ __forceinline__ void store(float* p, float v) {
-  *p = v;
-}
-__device__ __forceinline__ void store(__nv_bfloat16* p, float v) {
-  *p = __float2bfloat16_rn(v);
-}
-__device__ __forceinline__ void store(__half* p, float v) {
-  *p = __float2half_rn(v);
-}
+using ::headroom::cuda::store;  // storage.cuh
+using ::headroom::cuda::widen;
 
 // The sum of every thread's v, returned to every thread, in a fixed order
 // (warp shuffle tree, then the warps' sums by warp 0's tree). blockDim.x is
