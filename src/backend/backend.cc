@@ -96,6 +96,16 @@ void Backend::gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool tran
   if (kernels_) kernels_->gemm(a, transpose_a, b, transpose_b, c, alpha, beta, dims, scratch);
 }
 
+void Backend::gemm_bias(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
+                        Tensor& c, const Tensor& bias) {
+  const GemmDims dims = check_gemm_bias(kind_, a, transpose_a, b, transpose_b, c, bias);
+  require(Op::kGemmBias);
+  GemmScratch scratch = gemm_workspace_->allocate(
+      *this, make_gemm_key(dims, transpose_a, transpose_b, a.dtype(), c.dtype(), 1.0f, 0.0f), a, b,
+      c);
+  if (kernels_) kernels_->gemm_bias(a, transpose_a, b, transpose_b, c, bias, dims, scratch);
+}
+
 SharedGemmOperand Backend::share_gemm_operand(const Tensor& operand) {
   HR_CHECK(operand.defined(), "share_gemm_operand: an undefined tensor");
   return SharedGemmOperand(*gemm_workspace_, operand);

@@ -143,6 +143,14 @@ class Backend final {
   // contents (they may be uninitialized or NaN).
   void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
             float alpha, float beta);
+  // C = op(A) @ op(B) + bias, bias (N) of C's dtype added to every row of C
+  // (M, N); C's contents are not read. The same gemm as gemm(.., 1, 0) (its
+  // workspace and rules), with the bias added where the product is stored
+  // when the device's GEMM has that epilogue (cuda: cuBLASLt's
+  // CUBLASLT_EPILOGUE_BIAS, one rounding of C instead of two), and as
+  // gemm + bias_forward elsewhere.
+  void gemm_bias(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
+                 const Tensor& bias);
   // While the returned guard lives, the gemms reading `operand` (as A or B,
   // transposed or not) may share one converted copy of it, made by the first
   // and freed with the guard: on the host cpu without a native bf16 matmul

@@ -46,6 +46,15 @@ class Kernels {
   // `scratch` is the target's GemmWorkspace answer for this call.
   virtual void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
                     float alpha, float beta, const GemmDims& dims, GemmScratch& scratch) = 0;
+  // C = op(A) op(B) + bias broadcast over C's rows. A table without a fused
+  // epilogue runs it as the two passes gemm and bias_forward (what the cpu
+  // does, so its bits are those of the two calls).
+  virtual void gemm_bias(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
+                         Tensor& c, const Tensor& bias, const GemmDims& dims,
+                         GemmScratch& scratch) {
+    gemm(a, transpose_a, b, transpose_b, c, 1.0f, 0.0f, dims, scratch);
+    bias_forward(c, bias);
+  }
 
   virtual void copy_from_host(const void* src, Tensor& dst) = 0;
   virtual void copy_to_host(const Tensor& src, void* dst) = 0;

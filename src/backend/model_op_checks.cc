@@ -190,6 +190,18 @@ void check_rope(std::string_view op, BackendKind backend, const Tensor& x, const
   check_disjoint(op, x, "x", positions, "positions");
 }
 
+GemmDims check_gemm_bias(BackendKind backend, const Tensor& a, bool transpose_a, const Tensor& b,
+                         bool transpose_b, const Tensor& c, const Tensor& bias) {
+  constexpr std::string_view op = "gemm_bias";
+  const GemmDims d = check_gemm(backend, a, transpose_a, b, transpose_b, c);
+  check_operand(op, backend, bias, "bias");
+  check_rank(op, bias, "bias", 1, "(N)");
+  check_same_dtype(op, c, "c", bias, "bias");
+  check_size(op, bias, "bias", 0, c.size(1), c, "c");
+  check_disjoint(op, c, "c", bias, "bias");
+  return d;
+}
+
 void check_bias_forward(BackendKind backend, const Tensor& x, const Tensor& bias) {
   constexpr std::string_view op = "bias_forward";
   check_operand(op, backend, x, "x");

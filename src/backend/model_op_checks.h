@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "backend/backend.h"
+#include "backend/op_checks.h"
 #include "tensor/tensor.h"
 
 namespace headroom {
@@ -57,6 +58,9 @@ void check_rmsnorm_backward(BackendKind backend, const Tensor& dy, const Tensor&
 void check_rope(std::string_view op, BackendKind backend, const Tensor& x, const Tensor& positions,
                 int64_t head_dim, float theta);
 
+// check_gemm (op_checks.h), and bias (N) of c's dtype, disjoint from c.
+GemmDims check_gemm_bias(BackendKind backend, const Tensor& a, bool transpose_a, const Tensor& b,
+                         bool transpose_b, const Tensor& c, const Tensor& bias);
 // x (T, N), bias (N), one dtype.
 void check_bias_forward(BackendKind backend, const Tensor& x, const Tensor& bias);
 // dy (T, N), d_bias (N), one dtype.

@@ -18,6 +18,8 @@ std::string_view name_of(Op op) {
       return "dropout";
     case Op::kGemm:
       return "gemm";
+    case Op::kGemmBias:
+      return "gemm_bias";
     case Op::kCopyFromHost:
       return "copy_from_host";
     case Op::kCopyToHost:

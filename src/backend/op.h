@@ -17,6 +17,7 @@ enum class Op : uint8_t {
   kAdd,
   kDropout,
   kGemm,
+  kGemmBias,
   kCopyFromHost,
   kCopyToHost,
   kScale,

@@ -4,24 +4,27 @@ namespace headroom {
 
 namespace {
 
-// Multiplies with W: C = alpha * op(A) @ op(W) + beta * C, W dense or
+// Multiplies with W: C = alpha * op(A) @ op(W) + beta * C, or, with a bias,
+// C = A @ op(W) + bias (alpha 1, beta 0: the forward's shape), W dense or
 // dequantized for this one call.
 void gemm_with_weight(Backend& b, const Projection& p, const Tensor& a, bool transpose_w, Tensor& c,
-                      float beta) {
-  if (p.weight != nullptr) {
-    b.gemm(a, false, *p.weight, transpose_w, c, 1.0f, beta);
-    return;
-  }
-  const Tensor w = b.nf4_dequantize(*p.nf4, a.dtype(), Category::kWorkspace, p.tag + ".dequant");
-  b.gemm(a, false, w, transpose_w, c, 1.0f, beta);
+                      float beta, const Tensor* bias = nullptr) {
+  Tensor dequantized;
+  if (p.weight == nullptr)
+    dequantized = b.nf4_dequantize(*p.nf4, a.dtype(), Category::kWorkspace, p.tag + ".dequant");
+  const Tensor& w = p.weight != nullptr ? *p.weight : dequantized;
+  if (bias != nullptr)
+    b.gemm_bias(a, false, w, transpose_w, c, *bias);
+  else
+    b.gemm(a, false, w, transpose_w, c, 1.0f, beta);
 }
 
 }  // namespace
 
 void project_forward(Backend& b, const Projection& p, const Tensor& x, Tensor& y,
                      AdapterSaved& saved) {
-  gemm_with_weight(b, p, x, true, y, 0.0f);  // (T, out) = (T, in) @ (out, in)^T
-  if (p.bias != nullptr) b.bias_forward(y, *p.bias);
+  // (T, out) = (T, in) @ (out, in)^T (+ bias (out))
+  gemm_with_weight(b, p, x, true, y, 0.0f, p.bias);
   if (p.adapter.defined()) adapter_forward(b, p.adapter, x, y, saved);
 }
 

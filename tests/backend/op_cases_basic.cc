@@ -1,5 +1,5 @@
 // Harness cases of the basic ops: fill, fill_uniform, copy, cast, add,
-// dropout, gemm, host transfers, scale, sum_squares. Each reference is the
+// dropout, gemm, gemm_bias, host transfers, scale, sum_squares. Each reference is the
 // op's contract (backend/backend.h) in float64, in plain loops.
 #include "op_cases.h"
 
@@ -373,6 +373,64 @@ struct GemmCase {
   }
 };
 
+// ---- gemm_bias ----
+
+struct GemmBiasCase {
+  static constexpr Op kOp = Op::kGemmBias;
+  struct Params {
+    DType ab, c;
+    int64_t m, n, k;
+    bool ta, tb;
+  };
+  static std::vector<Params> params() {
+    return {
+        {kF32, kF32, 1, 1, 1, false, true},
+        {kF32, kF32, 17, 65, 130, false, true},
+        {kF32, kF32, 17, 65, 130, true, false},
+        {kBF16, kBF16, 33, 7, 129, false, true},
+        {kBF16, kBF16, 128, 64, 256, false, true},
+        {kF16, kF16, 33, 7, 129, false, true},
+        {kBF16, kF32, 65, 3, 17, false, true},
+        {kBF16, kBF16, 4, 6, 0, false, true},  // k = 0: C = bias
+        {kF32, kF32, 0, 6, 5, false, true},
+    };
+  }
+  static std::string name(const Params& p) {
+    return dtype_name(p.ab) + "_to_" + dtype_name(p.c) + "_M" + std::to_string(p.m) + "_N" +
+           std::to_string(p.n) + "_K" + std::to_string(p.k) + "_" + (p.ta ? "T" : "N") +
+           (p.tb ? "T" : "N");
+  }
+  static OpRun build(const Params& p) {
+    OpRun r;
+    r.add(random_operand("a", p.ta ? Shape{p.k, p.m} : Shape{p.m, p.k}, p.ab, 1));
+    r.add(random_operand("b", p.tb ? Shape{p.n, p.k} : Shape{p.k, p.n}, p.ab, 2));
+    r.add(random_operand("bias", {p.n}, p.c, 3, 1.0, Category::kParam));
+    r.add(written("c", {p.m, p.n}, p.c));  // not read: NaN there must not leak
+    // The cpu rounds the product to c's dtype and then the sum (gemm, then
+    // bias_forward); cuda's epilogue rounds once.
+    r.roundings = 2;
+    r.call = [p](Backend& be, OpRun& run) {
+      be.gemm_bias(run.t("a"), p.ta, run.t("b"), p.tb, run.t("c"), run.t("bias"));
+    };
+    r.reference = [p](const OpRun& run) {
+      const std::vector<double>& a = run.v("a");
+      const std::vector<double>& b = run.v("b");
+      const std::vector<double>& bias = run.v("bias");
+      std::vector<double> c(static_cast<size_t>(p.m * p.n));
+      for (int64_t i = 0; i < p.m; ++i)
+        for (int64_t j = 0; j < p.n; ++j) {
+          double sum = 0;
+          for (int64_t l = 0; l < p.k; ++l)
+            sum += a[static_cast<size_t>(p.ta ? l * p.m + i : i * p.k + l)] *
+                   b[static_cast<size_t>(p.tb ? j * p.k + l : l * p.n + j)];
+          c[static_cast<size_t>(i * p.n + j)] = sum + bias[static_cast<size_t>(j)];
+        }
+      return std::map<std::string, std::vector<double>>{{"c", c}};
+    };
+    return r;
+  }
+};
+
 // ---- copy_from_host, copy_to_host ----
 
 struct CopyFromHostCase {
@@ -492,6 +550,7 @@ void add_basic_cases(std::vector<OpCase>& cases) {
   add_case<AddCase>(cases);
   add_case<DropoutCase>(cases);
   add_case<GemmCase>(cases);
+  add_case<GemmBiasCase>(cases);
   add_case<CopyFromHostCase>(cases);
   add_case<CopyToHostCase>(cases);
   add_case<ScaleCase>(cases);

@@ -273,7 +273,7 @@ void run_case(Op op, const CaseInstance& instance) {
     const std::string what = hb.name;
     if (const HarnessBackend* twin = find_computing(backends, runs, hb.target)) {
       expect_same_phases(what + " vs " + twin->name, run_of(&hb).events, run_of(twin).events);
-    } else if (hb.target == TargetDevice::kCuda && op == Op::kGemm) {
+    } else if (hb.target == TargetDevice::kCuda && (op == Op::kGemm || op == Op::kGemmBias)) {
       expect_cublaslt_events(what + " vs cpu with cuBLASLt's workspace", run_of(&hb).events,
                              run_of(cpu).events);
     } else if (hb.target == TargetDevice::kCuda) {

@@ -68,6 +68,7 @@ struct CublasLtMatmuls::Plan {
   // Swapped (module comment): cuBLASLt's A is our B, its B our A.
   cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  bool algo_found = false;
   ~Plan() {
     if (out) (void)cublaslt_library().cublasLtMatrixLayoutDestroy(out);
     if (second) (void)cublaslt_library().cublasLtMatrixLayoutDestroy(second);
@@ -82,8 +83,8 @@ CublasLtMatmuls::~CublasLtMatmuls() {
 }
 
 CublasLtMatmuls::Plan& CublasLtMatmuls::plan_for(const MatmulShape& s, bool accumulate,
-                                                 uint64_t workspace_bytes) {
-  const Key key{s, accumulate, workspace_bytes};
+                                                 bool with_bias, uint64_t workspace_bytes) {
+  const Key key{s, accumulate, with_bias, workspace_bytes};
   if (auto found = plans_.find(key); found != plans_.end()) return *found->second;
 
   auto plan = std::make_unique<Plan>();
@@ -103,6 +104,18 @@ CublasLtMatmuls::Plan& CublasLtMatmuls::plan_for(const MatmulShape& s, bool accu
   plan->second = make_layout(s.ab, s.transpose_a ? s.k : s.m, s.transpose_a ? s.m : s.k, s.lda,
                              s.batch, s.stride_a);
   plan->out = make_layout(s.c, s.m, s.n, s.ldc, s.batch, s.stride_c);
+  if (with_bias) {
+    // Column-major C^T is n x m: the epilogue's bias has one value per row of
+    // C^T, i.e. per column of our C. Its dtype defaults to C's (the front
+    // checks bias has C's dtype); the pointer is set per call (run_with_bias).
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    HR_CUBLAS_CHECK(cublaslt_library().cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+    const int64_t no_batch_stride = 0;
+    HR_CUBLAS_CHECK(cublaslt_library().cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &no_batch_stride,
+        sizeof no_batch_stride));
+  }
 
   cublasLtMatmulPreference_t preference = nullptr;
   HR_CUBLAS_CHECK(cublaslt_library().cublasLtMatmulPreferenceCreate(&preference));
@@ -115,11 +128,19 @@ CublasLtMatmuls::Plan& CublasLtMatmuls::plan_for(const MatmulShape& s, bool accu
       context_->cublaslt(), plan->desc, plan->first, plan->second, plan->out, plan->out, preference,
       1, &result, &found);
   (void)cublaslt_library().cublasLtMatmulPreferenceDestroy(preference);
-  if (status != CUBLAS_STATUS_SUCCESS || found == 0)
+  const bool ok = status == CUBLAS_STATUS_SUCCESS && found > 0;
+  if (!ok && with_bias) {
+    // Not an error: run_with_bias's caller adds the bias in its own pass.
+    Plan* raw = plan.release();
+    plans_.emplace(key, raw);
+    return *raw;
+  }
+  if (!ok)
     throw InternalError("cublaslt matmul: no cuBLASLt algorithm for " + describe(s) + " within " +
                         std::to_string(workspace_bytes) + " bytes of workspace (" +
                         cublas_status_name(status) + ")");
   plan->algo = result.algo;
+  plan->algo_found = true;
   Plan* raw = plan.release();
   plans_.emplace(key, raw);
   return *raw;
@@ -128,10 +149,26 @@ CublasLtMatmuls::Plan& CublasLtMatmuls::plan_for(const MatmulShape& s, bool accu
 void CublasLtMatmuls::run(const MatmulShape& s, const void* a, const void* b, void* c, float alpha,
                           float beta, void* workspace, uint64_t workspace_bytes) {
   if (s.m == 0 || s.n == 0 || s.batch == 0) return;
-  Plan& plan = plan_for(s, beta != 0, workspace_bytes);
+  Plan& plan = plan_for(s, beta != 0, false, workspace_bytes);
   HR_CUBLAS_CHECK(cublaslt_library().cublasLtMatmul(
       context_->cublaslt(), plan.desc, &alpha, b, plan.first, a, plan.second, &beta, c, plan.out, c,
       plan.out, &plan.algo, workspace, workspace_bytes, context_->stream()));
+}
+
+bool CublasLtMatmuls::run_with_bias(const MatmulShape& s, const void* a, const void* b, void* c,
+                                    const void* bias, void* workspace, uint64_t workspace_bytes) {
+  Plan& plan = plan_for(s, false, true, workspace_bytes);
+  if (!plan.algo_found) return false;
+  if (s.m == 0 || s.n == 0 || s.batch == 0) return true;
+  // The descriptor is read when the product is issued, so one plan serves
+  // every bias tensor of its shape.
+  HR_CUBLAS_CHECK(cublaslt_library().cublasLtMatmulDescSetAttribute(
+      plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  const float alpha = 1.0f, beta = 0.0f;
+  HR_CUBLAS_CHECK(cublaslt_library().cublasLtMatmul(
+      context_->cublaslt(), plan.desc, &alpha, b, plan.first, a, plan.second, &beta, c, plan.out, c,
+      plan.out, &plan.algo, workspace, workspace_bytes, context_->stream()));
+  return true;
 }
 
 }  // namespace headroom

@@ -56,14 +56,25 @@ class CublasLtMatmuls {
   // (shape, alpha != 0 ? , beta != 0) and workspace size.
   void run(const MatmulShape& shape, const void* a, const void* b, void* c, float alpha, float beta,
            void* workspace, uint64_t workspace_bytes);
+  // C = op(A) op(B) + bias (n values of C's dtype, one per column of C, the
+  // same for every batch) with cuBLASLt's bias epilogue: the sum is rounded
+  // to C's dtype once. Returns false, having issued nothing, when cuBLASLt has
+  // no algorithm with that epilogue for the shape within the workspace; the
+  // caller then adds the bias itself.
+  [[nodiscard]] bool run_with_bias(const MatmulShape& shape, const void* a, const void* b, void* c,
+                                   const void* bias, void* workspace, uint64_t workspace_bytes);
 
   // How many distinct products have an algorithm (for tests and benches).
   size_t plans() const { return plans_.size(); }
 
  private:
   struct Plan;
-  using Key = std::tuple<MatmulShape, bool, uint64_t>;  // shape, beta != 0, workspace bytes
-  Plan& plan_for(const MatmulShape& shape, bool accumulate, uint64_t workspace_bytes);
+  // shape, beta != 0, bias epilogue, workspace bytes
+  using Key = std::tuple<MatmulShape, bool, bool, uint64_t>;
+  // The plan of the key; with_bias plans that found no algorithm are kept
+  // too (algo_found false), so the heuristic is asked once.
+  Plan& plan_for(const MatmulShape& shape, bool accumulate, bool with_bias,
+                 uint64_t workspace_bytes);
 
   const CudaContext* context_;
   std::map<Key, Plan*> plans_;

@@ -41,6 +41,8 @@ class CudaKernels final : public Kernels {
   void dropout(const Tensor& x, float p, uint64_t seed, Tensor& out) override;
   void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
             float alpha, float beta, const GemmDims& dims, GemmScratch& scratch) override;
+  void gemm_bias(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& c,
+                 const Tensor& bias, const GemmDims& dims, GemmScratch& scratch) override;
 
   void copy_from_host(const void* src, Tensor& dst) override;
   void copy_to_host(const Tensor& src, void* dst) override;

@@ -1,6 +1,9 @@
 // gemm: C = alpha * op(A) op(B) + beta * C through cuBLASLt (cublaslt_matmul.h),
 // A and B one dtype (fp32, bf16, fp16), C fp32 or that dtype, fp32
-// accumulation. The workspace is the backend's one cublaslt.workspace tensor
+// accumulation. gemm_bias: C = op(A) op(B) + bias in cuBLASLt's bias epilogue
+// (the fp32 sum rounded once to C's dtype, where the cpu's gemm + bias_forward
+// rounds twice); a shape without such an algorithm gets the bias kernel after
+// the product. The workspace is the backend's one cublaslt.workspace tensor
 // (gemm_workspace.h), the allocation the meta plan of a cuda target shows.
 // Allocates: nothing (the front's rule allocated the workspace).
 #include "backend/cuda/cuda_kernels.h"
@@ -26,6 +29,21 @@ void CudaKernels::gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool 
     return;
   }
   matmuls_.run(shape, a.raw(), b.raw(), c.raw(), alpha, beta, workspace_data, workspace_bytes);
+}
+
+void CudaKernels::gemm_bias(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
+                            Tensor& c, const Tensor& bias, const GemmDims& dims,
+                            GemmScratch& scratch) {
+  const Tensor* workspace = scratch.cublaslt_workspace;
+  if (workspace != nullptr) workspace_ = workspace;
+  const MatmulShape shape =
+      dense_matmul_shape(dims.m, dims.n, dims.k, transpose_a, transpose_b, a.dtype(), c.dtype());
+  if (dims.k > 0 && matmuls_.run_with_bias(shape, a.raw(), b.raw(), c.raw(), bias.raw(),
+                                           workspace != nullptr ? workspace->raw() : nullptr,
+                                           workspace != nullptr ? workspace->nbytes() : 0))
+    return;
+  gemm(a, transpose_a, b, transpose_b, c, 1.0f, 0.0f, dims, scratch);
+  bias_forward(c, bias);
 }
 
 }  // namespace headroom
