@@ -9,6 +9,7 @@
 // buffer is part of the accounted memory, in plan and run alike.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
@@ -19,6 +20,11 @@
 #include "backend/backend.h"
 
 namespace headroom {
+
+// A started all_gather_in_place (Communicator::start_all_gather_in_place).
+struct PendingGather {
+  uint64_t id = 0;  // 0: nothing pending (the gather already ended)
+};
 
 class Communicator {
  public:
@@ -48,6 +54,18 @@ class Communicator {
   // contributes the counts[r] elements that start at counts[0] + ... +
   // counts[r - 1] (ZeRO's updated parameter shards). Allocates nothing.
   virtual void all_gather_in_place(Tensor& flat, std::span<const int64_t> counts) = 0;
+  // all_gather_in_place, started but not awaited: `flat` holds the result
+  // for the work ordered after wait_for(pending), and must stay allocated
+  // until then. ZeRO-3's prefetch: a device communicator gathers on its own
+  // stream while the kernels queued before wait_for still run (NcclComm:
+  // CUDA events, no host wait). The default gathers now; wait_for is then a
+  // no-op. Every rank must call both in the same order as its other
+  // collectives.
+  virtual PendingGather start_all_gather_in_place(Tensor& flat, std::span<const int64_t> counts) {
+    all_gather_in_place(flat, counts);
+    return {};
+  }
+  virtual void wait_for(PendingGather /*pending*/) {}
   // The reverse (ZeRO-2/3's gradient reduce-scatter): afterwards rank r's
   // piece of `flat` (the counts[r] elements from counts[0] + ... +
   // counts[r - 1]) holds the sum of that piece over all ranks; the rest of

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,10 @@ class NcclComm final : public Communicator {
       // written before NCCL reads them.
       check_cuda(cudaStreamCreate(&own_stream_), where() + "cudaStreamCreate");
       stream_ = own_stream_;
+      // Where NCCL runs while a backend lends its stream: kernels of that
+      // stream queued before a collective's wait overlap the collective.
+      check_cuda(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking),
+                 where() + "cudaStreamCreateWithFlags(comm stream)");
       check_nccl(nccl_library().ncclCommInitRank(&comm_, size_, id, rank_),
                  "ncclCommInitRank(device " + std::to_string(device_) + ")");
     } catch (...) {
@@ -106,9 +111,13 @@ class NcclComm final : public Communicator {
   bool moves_tensors_of(BackendKind kind) const override { return kind == BackendKind::kCuda; }
 
   // The backend's stream replaces ours: its kernels are on a non-blocking
-  // stream, which ours would not wait for.
+  // stream, which ours would not wait for. From then on NCCL runs on the
+  // comm stream between two events (nccl_stream, end_collective), so no
+  // collective on device tensors waits on the host.
   void use_device_stream(void* stream) override {
-    stream_ = stream != nullptr ? static_cast<cudaStream_t>(stream) : own_stream_;
+    HR_CHECK(pending_.empty(), "use_device_stream while a gather is pending");
+    lent_ = stream != nullptr;
+    stream_ = lent_ ? static_cast<cudaStream_t>(stream) : own_stream_;
   }
 
   // There is no cuda Backend class yet, so `backend` serves only as the
@@ -140,6 +149,10 @@ class NcclComm final : public Communicator {
   // shorter; one broadcast per rank, fused into a single launch by the group,
   // gathers pieces of any size in place.
   void all_gather_in_place(Tensor& flat, std::span<const int64_t> counts) override {
+    wait_for(start_all_gather_in_place(flat, counts));
+  }
+
+  PendingGather start_all_gather_in_place(Tensor& flat, std::span<const int64_t> counts) override {
     check_on_device(flat, "all_gather_in_place");
     HR_CHECK(
         flat.dtype() == DType::kF32 || is_half(flat.dtype()),
@@ -151,13 +164,29 @@ class NcclComm final : public Communicator {
                                                                : ncclHalf;
     char* base = static_cast<char*>(flat.raw());
     const size_t element = size_of(flat.dtype());
-    run_group("all_gather_in_place(" + flat.tag() + ", " + flat.describe() + ")", [&](int r) {
+    const std::string what = "all_gather_in_place(" + flat.tag() + ", " + flat.describe() + ")";
+    cudaStream_t on = nccl_stream(what);
+    run_group(what, [&](int r) {
       char* piece = base + static_cast<size_t>(offsets[static_cast<size_t>(r)]) * element;
-      return nccl_library().ncclBroadcast(piece, piece,
-                                          static_cast<size_t>(counts[static_cast<size_t>(r)]), type,
-                                          r, comm_, stream_);
+      return nccl_library().ncclBroadcast(
+          piece, piece, static_cast<size_t>(counts[static_cast<size_t>(r)]), type, r, comm_, on);
     });
-    synchronize("all_gather_in_place(" + flat.tag() + ")");
+    if (!lent_) {
+      synchronize(what);
+      return {};
+    }
+    const PendingGather pending{next_pending_++};
+    pending_.emplace(pending.id, record_done(what));
+    return pending;
+  }
+
+  void wait_for(PendingGather pending) override {
+    if (pending.id == 0) return;
+    auto found = pending_.find(pending.id);
+    HR_CHECK(found != pending_.end(),
+             "wait_for: gather " + std::to_string(pending.id) + " is not pending");
+    wait_on_stream(found->second, "all_gather_in_place");
+    pending_.erase(found);
   }
 
   // The mirror of all_gather_in_place: one in-place reduce per rank, rooted
@@ -187,10 +216,11 @@ class NcclComm final : public Communicator {
     // Any dtype: the bytes travel, nothing is added up.
     const std::string what = "ncclBroadcast(" + tensor.tag() + ", " + tensor.describe() +
                              ", root " + std::to_string(root) + ")";
+    cudaStream_t on = nccl_stream(what);
     check_nccl(nccl_library().ncclBroadcast(tensor.raw(), tensor.raw(), tensor.nbytes(), ncclUint8,
-                                            root, comm_, stream_),
+                                            root, comm_, on),
                what);
-    synchronize(what);
+    end_collective(what);
   }
 
   void barrier() override { check_mpi(MPI_Barrier(MPI_COMM_WORLD), where() + "MPI_Barrier"); }
@@ -227,34 +257,93 @@ class NcclComm final : public Communicator {
     check_cuda(cudaSetDevice(device_), where() + "cudaSetDevice(" + std::to_string(device_) + ")");
   }
 
-  // Callers read the result (and free the comm buffers) as soon as we
-  // return, so every collective ends here.
+  // On our own stream (no backend lent one: the tests' raw launches) callers
+  // read the result and free the comm buffers as soon as we return, so a
+  // collective ends with the host waiting here.
   void synchronize(const std::string& what) const {
     check_cuda(cudaStreamSynchronize(stream_), where() + "cudaStreamSynchronize after " + what);
   }
 
+  // The stream a collective's NCCL calls go on: ours, or, with a lent
+  // stream, the comm stream made to wait (on the device) for everything
+  // queued on the lent one so far: the kernels that wrote the tensor.
+  cudaStream_t nccl_stream(const std::string& what) {
+    if (!lent_) return stream_;
+    cudaEvent_t ready = take_event(what);
+    check_cuda(cudaEventRecord(ready, stream_), where() + "cudaEventRecord before " + what);
+    check_cuda(cudaStreamWaitEvent(comm_stream_, ready, 0),
+               where() + "cudaStreamWaitEvent(comm stream) before " + what);
+    give_event(ready);  // the wait keeps the record it was queued on
+    return comm_stream_;
+  }
+
+  // An event recorded on the comm stream after the collective's NCCL calls.
+  cudaEvent_t record_done(const std::string& what) {
+    cudaEvent_t done = take_event(what);
+    check_cuda(cudaEventRecord(done, comm_stream_), where() + "cudaEventRecord after " + what);
+    return done;
+  }
+
+  // The lent stream's later work waits for `done` (on the device).
+  void wait_on_stream(cudaEvent_t done, const std::string& what) {
+    check_cuda(cudaStreamWaitEvent(stream_, done, 0),
+               where() + "cudaStreamWaitEvent(backend stream) after " + what);
+    give_event(done);
+  }
+
+  // Ends a collective whose result the caller uses next: the host waits on
+  // our own stream; with a lent one, the lent stream's later kernels wait
+  // for the comm stream, and the host goes on. The caching allocator hands
+  // a freed block only to work on the lent stream, which then comes after
+  // the collective: freeing comm buffers right away is safe.
+  void end_collective(const std::string& what) {
+    if (!lent_) {
+      synchronize(what);
+      return;
+    }
+    wait_on_stream(record_done(what), what);
+  }
+
+  cudaEvent_t take_event(const std::string& what) {
+    if (!free_events_.empty()) {
+      cudaEvent_t event = free_events_.back();
+      free_events_.pop_back();
+      return event;
+    }
+    cudaEvent_t event = nullptr;
+    check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+               where() + "cudaEventCreateWithFlags for " + what);
+    return event;
+  }
+  // A waited-on event can be recorded again: a queued wait keeps the
+  // record it saw (cudaStreamWaitEvent).
+  void give_event(cudaEvent_t event) { free_events_.push_back(event); }
+
   void all_reduce_floats(Tensor& tensor) {
     use_device();
     const std::string what = "ncclAllReduce(" + tensor.tag() + ", " + tensor.describe() + ")";
+    cudaStream_t on = nccl_stream(what);
     check_nccl(nccl_library().ncclAllReduce(tensor.raw(), tensor.raw(),
                                             static_cast<size_t>(tensor.numel()), ncclFloat, ncclSum,
-                                            comm_, stream_),
+                                            comm_, on),
                what);
-    synchronize(what);
+    end_collective(what);
   }
 
   void reduce_scatter_floats(Tensor& flat, std::span<const int64_t> counts) {
     const std::vector<int64_t> offsets =
         piece_offsets(flat, counts, size_, "reduce_scatter_sum_in_place");
     float* base = static_cast<float*>(flat.raw());
-    run_group(
-        "reduce_scatter_sum_in_place(" + flat.tag() + ", " + flat.describe() + ")", [&](int r) {
-          float* piece = base + offsets[static_cast<size_t>(r)];
-          return nccl_library().ncclReduce(piece, piece,
-                                           static_cast<size_t>(counts[static_cast<size_t>(r)]),
-                                           ncclFloat, ncclSum, r, comm_, stream_);
-        });
-    synchronize("reduce_scatter_sum_in_place(" + flat.tag() + ")");
+    const std::string what =
+        "reduce_scatter_sum_in_place(" + flat.tag() + ", " + flat.describe() + ")";
+    cudaStream_t on = nccl_stream(what);
+    run_group(what, [&](int r) {
+      float* piece = base + offsets[static_cast<size_t>(r)];
+      return nccl_library().ncclReduce(piece, piece,
+                                       static_cast<size_t>(counts[static_cast<size_t>(r)]),
+                                       ncclFloat, ncclSum, r, comm_, on);
+    });
+    end_collective(what);
   }
 
   // Issues op(r) for every rank inside one NCCL group. The group is closed
@@ -294,7 +383,7 @@ class NcclComm final : public Communicator {
     check_cuda(bf16 ? cuda::cast_bf16_to_f32(half, widened, n, stream_)
                     : cuda::cast_f16_to_f32(half, widened, n, stream_),
                where() + "widening " + name + " (" + tensor.describe() + ")");
-    reduce(wide);  // ends with the stream synchronized
+    reduce(wide);  // ordered before what stream_ queues next
     if (begin == end) return;
     Tensor narrow = Tensor::empty(allocator, BackendKind::kCuda, {end - begin}, tensor.dtype(),
                                   Category::kComm, name);
@@ -306,25 +395,38 @@ class NcclComm final : public Communicator {
     check_cuda(cudaMemcpyAsync(static_cast<uint16_t*>(tensor.raw()) + begin, narrow.raw(),
                                narrow.nbytes(), cudaMemcpyDeviceToDevice, stream_),
                where() + "cudaMemcpyAsync(" + name + " -> " + tensor.tag() + ")");
-    // Before `narrow` and `wide` go back to the allocator, which may hand
-    // their memory to work on another stream.
-    synchronize("narrowing " + name);
+    // Own stream: before `narrow` and `wide` go back to the allocator. A
+    // lent stream orders their next user after these casts already.
+    if (!lent_) synchronize("narrowing " + name);
   }
 
   // Best effort: a destructor cannot throw, and a failing teardown at the
   // end of a job has nothing left to protect.
   void release() {
+    if (comm_stream_) (void)cudaStreamSynchronize(comm_stream_);
+    for (auto& [id, event] : pending_)
+      (void)cudaEventDestroy(event);
+    for (cudaEvent_t event : free_events_)
+      (void)cudaEventDestroy(event);
+    pending_.clear();
+    free_events_.clear();
     if (comm_) (void)nccl_library().ncclCommDestroy(comm_);
+    if (comm_stream_) (void)cudaStreamDestroy(comm_stream_);
     if (own_stream_) (void)cudaStreamDestroy(own_stream_);
     comm_ = nullptr;
-    own_stream_ = stream_ = nullptr;
+    own_stream_ = stream_ = comm_stream_ = nullptr;
   }
 
   int device_ = 0;
   int rank_ = 0;
   int size_ = 1;
-  cudaStream_t own_stream_ = nullptr;  // made here; used until a backend lends its own
-  cudaStream_t stream_ = nullptr;      // where every collective is issued
+  cudaStream_t own_stream_ = nullptr;   // made here; used until a backend lends its own
+  cudaStream_t stream_ = nullptr;       // the backend's (lent) or own_stream_: casts, waits
+  cudaStream_t comm_stream_ = nullptr;  // NCCL's while a stream is lent
+  bool lent_ = false;
+  std::map<uint64_t, cudaEvent_t> pending_;  // started gathers: their done events
+  uint64_t next_pending_ = 1;
+  std::vector<cudaEvent_t> free_events_;
   ncclComm_t comm_ = nullptr;
 };
 

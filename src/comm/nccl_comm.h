@@ -3,13 +3,17 @@
 // the others by MPI_Bcast), for jobs launched by `mpirun` or `srun`.
 //
 // Tensors must live on the device this communicator was made for (their
-// raw() is a device pointer). Every method is synchronous: when it returns,
-// the result is in the tensor (or span) and the comm buffers are given back,
-// because the trainer reads results and frees memory right after. Work runs
-// on the stream the backend lends (use_device_stream: the CudaContext's, so
-// a collective is ordered after the kernels that wrote its tensor); before
-// that, on the communicator's own blocking stream, ordered after whatever the
-// caller queued on the legacy default stream (the tests' raw launches).
+// raw() is a device pointer). Every method is synchronous in stream order:
+// work queued after it on the backend's stream sees the result. While the
+// backend lends its stream (use_device_stream: the CudaContext's), NCCL runs
+// on a comm stream of its own between two CUDA events, one recorded on the
+// lent stream before (so the collective follows the kernels that wrote its
+// tensor) and one the lent stream waits for after; the host never waits for
+// a collective on device tensors, and start_all_gather_in_place defers that
+// second wait to wait_for (ZeRO-3's prefetch overlaps the kernels queued in
+// between). Before a stream is lent, everything runs on the communicator's
+// own blocking stream, ordered after the legacy default stream (the tests'
+// raw launches), and each collective ends with the host waiting for it.
 //
 // Allocations match the other communicators (see communicator.h): fp32
 // reductions, gathers and broadcasts allocate nothing; a bf16 or fp16 reduction

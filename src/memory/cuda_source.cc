@@ -44,10 +44,37 @@ class CudaSource final : public SegmentSource {
   }
 };
 
+class PinnedHostSource final : public SegmentSource {
+ public:
+  void* map(uint64_t bytes) override {
+    void* address = nullptr;
+    cudaError_t status = cudaHostAlloc(&address, bytes, cudaHostAllocDefault);
+    if (status == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    if (status != cudaSuccess)
+      throw InternalError(std::string("cudaHostAlloc(") + std::to_string(bytes) +
+                          "): " + cudaGetErrorString(status));
+    return address;
+  }
+  void unmap(void* address, uint64_t /*bytes*/) override {
+    cudaError_t status = cudaFreeHost(address);
+    if (status != cudaSuccess)
+      throw InternalError(std::string("cudaFreeHost: ") + cudaGetErrorString(status));
+  }
+  std::string_view name() const override { return "cuda_pinned_host"; }
+  bool is_host_accessible() const override { return true; }
+};
+
 }  // namespace
 
 std::unique_ptr<SegmentSource> make_cuda_source() {
   return std::make_unique<CudaSource>();
+}
+
+std::unique_ptr<SegmentSource> make_pinned_host_source() {
+  return std::make_unique<PinnedHostSource>();
 }
 
 }  // namespace headroom

@@ -50,5 +50,12 @@ namespace headroom {
 // cudaErrorMemoryAllocation (and clears that error) so the allocator can
 // release its cache and retry, as PyTorch does.
 std::unique_ptr<SegmentSource> make_cuda_source();
+// Page-locked host memory (cudaHostAlloc/cudaFreeHost) for the cpu backend
+// that holds a cuda run's offloaded optimizer: the copies between it and the
+// device then go by DMA at the link's speed, with no staging through a
+// driver bounce buffer (what pageable memory costs). Host-accessible, so the
+// cpu kernels use it as they use make_host_source()'s. map() returns nullptr
+// when the driver cannot lock that much (the allocator's OOM path names it).
+std::unique_ptr<SegmentSource> make_pinned_host_source();
 }  // namespace headroom
 #endif

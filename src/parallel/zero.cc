@@ -1,6 +1,7 @@
 #include "parallel/zero.h"
 
 #include <string>
+#include <utility>
 
 #include "util/error.h"
 
@@ -10,6 +11,16 @@ Zero::Zero(Backend& backend, Communicator& comm, DType dtype, const ZeroOptions&
     : backend_(backend), comm_(comm), dtype_(dtype), options_(options) {
   HR_CHECK(options.stage >= 0 && options.stage <= 3, "zero.stage is 0..3");
   HR_CHECK(options.prefetch >= 0, "zero.prefetch is not negative");
+}
+
+Zero::~Zero() {
+  for (size_t g = 0; g < pending_.size(); ++g) {
+    try {
+      settle(g);
+    } catch (const std::exception&) {
+      // A failing device at teardown: nothing left to order.
+    }
+  }
 }
 
 void Zero::attach(const std::vector<GroupLayout>& layouts, std::vector<FlatGroup>& params,
@@ -27,6 +38,7 @@ void Zero::attach(const std::vector<GroupLayout>& layouts, std::vector<FlatGroup
   param_padding_.assign(layouts.size(), Tensor());
   grad_padding_.assign(layouts.size(), Tensor());
   acquired_.assign(layouts.size(), false);
+  pending_.assign(layouts.size(), PendingGather{});
 }
 
 void Zero::adopt(const std::vector<GroupLayout>& layouts, std::vector<FlatGroup>& params,
@@ -90,7 +102,11 @@ std::vector<int64_t> Zero::counts(size_t g) const {
   return counts;
 }
 
-void Zero::gather(size_t g) {
+void Zero::settle(size_t g) {
+  comm_.wait_for(std::exchange(pending_[g], PendingGather{}));
+}
+
+void Zero::gather(size_t g, bool ahead) {
   Allocator& allocator = backend_.allocator();
   PhaseScope scope(allocator, Phase::kGather, allocator.layer());
   const GroupLayout& layout = (*layouts_)[g];
@@ -101,30 +117,39 @@ void Zero::gather(size_t g) {
     Tensor mine = whole.flat.rows(shard.begin, shard.end);
     backend_.copy(param_shards_[g], mine);
   }
-  comm_.all_gather_in_place(whole.flat, counts(g));
+  if (ahead)
+    pending_[g] = comm_.start_all_gather_in_place(whole.flat, counts(g));
+  else
+    comm_.all_gather_in_place(whole.flat, counts(g));
   (*params_)[g] = std::move(whole);
 }
 
 void Zero::acquire_params(size_t g, std::span<const size_t> ahead) {
   if (options_.stage < 3) return;
   HR_CHECK(!acquired_[g], (*layouts_)[g].name + ": parameters acquired twice");
-  if (!(*params_)[g].flat.defined()) gather(g);
+  if (!(*params_)[g].flat.defined())
+    gather(g, false);
+  else
+    settle(g);  // fetched ahead: the kernels queued from here on need it
   acquired_[g] = true;
-  // Fetched ahead: gathered now, kept until their own use releases them.
+  // Fetched ahead: started now (on a device communicator, overlapping the
+  // kernels queued until their own acquire), kept until their use releases them.
   for (size_t k = 0; k < ahead.size() && k < static_cast<size_t>(options_.prefetch); ++k)
-    if (!(*params_)[ahead[k]].flat.defined()) gather(ahead[k]);
+    if (!(*params_)[ahead[k]].flat.defined()) gather(ahead[k], true);
 }
 
 void Zero::release_params(size_t g) {
   if (options_.stage < 3) return;
   HR_CHECK(acquired_[g], (*layouts_)[g].name + ": parameters released without being acquired");
   acquired_[g] = false;
+  settle(g);
   (*params_)[g] = FlatGroup{};
 }
 
 void Zero::begin_params_write(size_t g) {
   if (options_.stage < 3) return;
   HR_CHECK(!acquired_[g], (*layouts_)[g].name + ": parameters written while in use");
+  settle(g);  // a prefetched copy about to be replaced
   const GroupLayout& layout = (*layouts_)[g];
   (*params_)[g] =
       FlatGroup::allocate(backend_, layout, dtype_, Category::kParam, layout.name + ".params");

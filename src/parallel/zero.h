@@ -47,6 +47,11 @@ class Zero final : public GroupResidency {
   // `backend` and `comm` must outlive this object; `dtype` is the
   // parameters' (and gradients') type.
   Zero(Backend& backend, Communicator& comm, DType dtype, const ZeroOptions& options);
+  // Waits (in stream order) for the gathers still pending, so the groups
+  // they write may be freed after.
+  ~Zero() override;
+  Zero(const Zero&) = delete;
+  Zero& operator=(const Zero&) = delete;
 
   // GroupResidency: the model (constructed with this residency) hands over
   // its group vectors; stages 0-1 allocate them whole, stages 2-3 allocate
@@ -103,7 +108,10 @@ class Zero final : public GroupResidency {
   void attach(const std::vector<GroupLayout>& layouts, std::vector<FlatGroup>& params,
               std::vector<FlatGroup>& grads);
   std::vector<int64_t> counts(size_t g) const;  // every rank's shard numel
-  void gather(size_t g);                        // stage 3: params[g] <- all shards
+  // Stage 3: params[g] <- all shards; `ahead` (a prefetch) only starts the
+  // gather (Communicator::start_all_gather_in_place), settle(g) ends it.
+  void gather(size_t g, bool ahead);
+  void settle(size_t g);
 
   Backend& backend_;
   Communicator& comm_;
@@ -117,7 +125,8 @@ class Zero final : public GroupResidency {
   std::vector<Tensor> grad_shards_;    // stages 2-3: (shard) persistent accumulators
   std::vector<Tensor> param_padding_;  // per group: this rank's padding, or undefined
   std::vector<Tensor> grad_padding_;
-  std::vector<bool> acquired_;  // stage 3: params[g] in use (not only fetched ahead)
+  std::vector<bool> acquired_;          // stage 3: params[g] in use (not only fetched ahead)
+  std::vector<PendingGather> pending_;  // stage 3: a prefetch's gather not yet waited for
 };
 
 }  // namespace headroom

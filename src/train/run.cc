@@ -309,7 +309,13 @@ RunResult Run::execute(RunObserver& observer) {
     AllocatorOptions host_options;
     host_options.policy = s.allocator.policy;
     const BackendKind host_kind = planning ? BackendKind::kMeta : BackendKind::kCpu;
-    host_allocator = std::make_unique<Allocator>(source_for(host_kind), host_options);
+    std::unique_ptr<SegmentSource> host_source = source_for(host_kind);
+#ifdef HEADROOM_HAVE_CUDA
+    // Beside a GPU the states are page-locked: the per-step gradient and
+    // parameter copies then run by DMA (segment_source.h).
+    if (!planning && s.backend == BackendKind::kCuda) host_source = make_pinned_host_source();
+#endif
+    host_allocator = std::make_unique<Allocator>(std::move(host_source), host_options);
     host_backend = make_backend(host_kind, TargetDevice::kHostCpu, *host_allocator);
   }
   allocator.add_observer(&trace);

@@ -188,6 +188,42 @@ TEST_F(Nccl, HostSumsOfOneRankChangeNothing) {
   EXPECT_EQ(values, before);
 }
 
+TEST_F(Nccl, OnALentStreamCollectivesAreOrderedOnTheDevice) {
+  // The backend's stream lent, as Run does: NCCL runs on the comm stream
+  // between events, and the host waits only for the lent stream at the end.
+  cudaStream_t lent = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&lent, cudaStreamNonBlocking), cudaSuccess);
+  comm_->use_device_stream(lent);
+  const std::vector<int64_t> counts = {kN};
+  const std::vector<float> f = some_floats();
+  Tensor t =
+      Tensor::empty(*allocator_, BackendKind::kCuda, {kN}, DType::kF32, Category::kParam, "params");
+  ASSERT_EQ(cudaMemcpyAsync(t.raw(), f.data(), t.nbytes(), cudaMemcpyHostToDevice, lent),
+            cudaSuccess);
+  const PendingGather pending = comm_->start_all_gather_in_place(t, counts);
+  EXPECT_NE(pending.id, 0u) << "a lent stream defers the wait";
+  comm_->wait_for(pending);
+  const std::vector<uint16_t> h = some_bf16s();
+  Tensor th =
+      Tensor::empty(*allocator_, BackendKind::kCuda, {kN}, DType::kBF16, Category::kGrad, "grad");
+  ASSERT_EQ(cudaMemcpyAsync(th.raw(), h.data(), th.nbytes(), cudaMemcpyHostToDevice, lent),
+            cudaSuccess);
+  BlockEvents events(*allocator_);
+  comm_->all_reduce_sum(*backend_, th, "grad");
+  EXPECT_EQ(events.comm_allocs(), 2) << "the same comm buffers as on the own stream";
+  std::vector<float> back(f.size());
+  std::vector<uint16_t> back_h(h.size());
+  ASSERT_EQ(cudaMemcpyAsync(back.data(), t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, lent),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(back_h.data(), th.raw(), th.nbytes(), cudaMemcpyDeviceToHost, lent),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(lent), cudaSuccess);
+  EXPECT_EQ(back, f);
+  EXPECT_EQ(back_h, h);
+  comm_->use_device_stream(nullptr);
+  EXPECT_EQ(cudaStreamDestroy(lent), cudaSuccess);
+}
+
 TEST_F(Nccl, HostTensorsAreRefused) {
   Allocator host(make_host_source(), AllocatorOptions{});
   Tensor t = Tensor::empty(host, BackendKind::kCpu, {4}, DType::kF32, Category::kGrad, "host");
