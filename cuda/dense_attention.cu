@@ -69,18 +69,9 @@ __global__ void mask_kernel(MaskDocuments docs, AttentionMask spec, int64_t seq,
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = first + idx / seq, j = idx % seq;
-    // The last offset <= i (document_start): upper bound, minus one. An empty
-    // document repeats an offset and so is skipped.
-    int lo = 0, hi = docs.count;  // offsets[lo] <= i < offsets[hi]
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      if (docs.offsets[mid] <= i)
-        lo = mid;
-      else
-        hi = mid;
-    }
+    const int d = document_of(docs.offsets, docs.count, i);
     const KeyInterval keys =
-        visible_keys_in_document(spec, docs.offsets[lo], docs.offsets[lo + 1], i);
+        visible_keys_in_document(spec, docs.offsets[d], docs.offsets[d + 1], i);
     const int64_t key = i / seq * seq + j;  // row (b = i / S) holds keys b*S .. b*S + S - 1
     store(mask + i * seq + j, key >= keys.lo && key < keys.hi ? 0.0f : hidden);
   }

@@ -117,6 +117,19 @@ __device__ __forceinline__ void two_products(const float* a, const float* b, con
   }
 }
 
+// lse and delta (both (H, T)) of this thread's query rows q0 + ty + 16 i of
+// a tile of nq rows of head h, from `at` = h T + q0; 0 for padding rows.
+__device__ __forceinline__ void row_stats(const float* lse, const float* delta, int64_t at,
+                                          int64_t nq, int ty, float (&row_lse)[kR],
+                                          float (&row_delta)[kR]) {
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    const int r = ty + kGroups * i;
+    row_lse[i] = r < nq ? lse[at + r] : 0.0f;
+    row_delta[i] = r < nq ? delta[at + r] : 0.0f;
+  }
+}
+
 // ---- dq: one block per (query tile, head)
 
 template <typename T, int kD>
@@ -142,21 +155,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   const KeyInterval last = flash::row_keys(dims.mask, docs, q0 + nq - 1);
   int64_t row_lo[kR], row_hi[kR];
   float row_lse[kR], row_delta[kR];
-#pragma unroll
-  for (int i = 0; i < kR; ++i) {
-    const int r = ty + kGroups * i;
-    row_lo[i] = 0;
-    row_hi[i] = 0;  // padding rows see nothing
-    row_lse[i] = 0.0f;
-    row_delta[i] = 0.0f;
-    if (r < nq) {
-      const KeyInterval keys = flash::row_keys(dims.mask, docs, q0 + r);
-      row_lo[i] = keys.lo;
-      row_hi[i] = keys.hi;
-      row_lse[i] = lse[h * dims.tokens + q0 + r];
-      row_delta[i] = delta[h * dims.tokens + q0 + r];
-    }
-  }
+  flash::tile_row_keys(dims.mask, docs, q0, nq, ty, row_lo, row_hi);
+  row_stats(lse, delta, h * dims.tokens + q0, nq, ty, row_lse, row_delta);
 
   flash::load_tile<kB, kD>(qs, kLD, q + h * kD, q_stride, q0, nq);
   flash::load_tile<kB, kD>(dos, kLD, d_out + h * kD, q_stride, q0, nq);
@@ -190,20 +190,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     __syncthreads();  // dss complete
 
     // acc += dS K (padding keys have dS = 0, K = 0).
-#pragma unroll 4
-    for (int kc = 0; kc < kB; ++kc) {
-      float b[kDC];
-#pragma unroll
-      for (int c = 0; c < kDC; ++c)
-        b[c] = ks[kc * kLD + tx + kGroups * c];
-#pragma unroll
-      for (int i = 0; i < kR; ++i) {
-        const float ds = dss[(ty + kGroups * i) * kLP + kc];
-#pragma unroll
-        for (int c = 0; c < kDC; ++c)
-          acc[i][c] = fmaf(ds, b[c], acc[i][c]);
-      }
-    }
+    flash::accumulate_product<kR, kB, kD>(acc, dss, kLP, ks, tx, ty);
   }
 
 #pragma unroll
@@ -279,25 +266,10 @@ __global__ void __launch_bounds__(kThreads, 2)
       const KeyInterval first = flash::row_keys(dims.mask, docs, q0);
       const KeyInterval last = flash::row_keys(dims.mask, docs, q0 + nq - 1);
       const bool full = nq == kB && nk == kB && last.lo <= k0 && first.hi >= k1;
-      int64_t row_lo[kR], row_hi[kR];
+      int64_t row_lo[kR] = {}, row_hi[kR] = {};  // read only when not full
       float row_lse[kR], row_delta[kR];
-#pragma unroll
-      for (int i = 0; i < kR; ++i) {
-        const int r = ty + kGroups * i;
-        row_lo[i] = 0;
-        row_hi[i] = 0;  // padding rows see nothing
-        row_lse[i] = 0.0f;
-        row_delta[i] = 0.0f;
-        if (r < nq) {
-          if (!full) {
-            const KeyInterval keys = flash::row_keys(dims.mask, docs, q0 + r);
-            row_lo[i] = keys.lo;
-            row_hi[i] = keys.hi;
-          }
-          row_lse[i] = lse[h * dims.tokens + q0 + r];
-          row_delta[i] = delta[h * dims.tokens + q0 + r];
-        }
-      }
+      if (!full) flash::tile_row_keys(dims.mask, docs, q0, nq, ty, row_lo, row_hi);
+      row_stats(lse, delta, h * dims.tokens + q0, nq, ty, row_lse, row_delta);
       __syncthreads();  // the previous tile's readers are done (and ks, vs written)
       flash::load_tile<kB, kD>(qs, kLD, q + h * kD, q_stride, q0, nq);
       flash::load_tile<kB, kD>(dos, kLD, d_out + h * kD, q_stride, q0, nq);

@@ -71,17 +71,7 @@ __global__ void __launch_bounds__(kThreads)
   const KeyInterval first = flash::row_keys(dims.mask, docs, q0);
   const KeyInterval last = flash::row_keys(dims.mask, docs, q0 + nq - 1);
   int64_t row_lo[kRM], row_hi[kRM];
-#pragma unroll
-  for (int i = 0; i < kRM; ++i) {
-    const int r = ty + kGroups * i;
-    row_lo[i] = 0;
-    row_hi[i] = 0;  // padding rows see nothing
-    if (r < nq) {
-      const KeyInterval keys = flash::row_keys(dims.mask, docs, q0 + r);
-      row_lo[i] = keys.lo;
-      row_hi[i] = keys.hi;
-    }
-  }
+  flash::tile_row_keys(dims.mask, docs, q0, nq, ty, row_lo, row_hi);
 
   flash::load_tile<kBQ, kD>(qs, kLD, q + h * kD, q_stride, q0, nq);
 
@@ -165,20 +155,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // ps complete
 
     // acc += P V over the tile's keys (padding keys have P = 0, V = 0).
-#pragma unroll 4
-    for (int kc = 0; kc < kBK; ++kc) {
-      float b[kDC];
-#pragma unroll
-      for (int c = 0; c < kDC; ++c)
-        b[c] = vs[kc * kLD + tx + kGroups * c];
-#pragma unroll
-      for (int i = 0; i < kRM; ++i) {
-        const float p = ps[(ty + kGroups * i) * kLP + kc];
-#pragma unroll
-        for (int c = 0; c < kDC; ++c)
-          acc[i][c] = fmaf(p, b[c], acc[i][c]);
-      }
-    }
+    flash::accumulate_product<kRM, kBK, kD>(acc, ps, kLP, vs, tx, ty);
   }
 
   // Every row saw its own key (attention_mask.h), so sum >= 1.

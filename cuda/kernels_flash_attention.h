@@ -83,20 +83,57 @@ struct Documents {
   int32_t count = 0;                // documents in the chunk
 };
 
-// The visible keys of token i, offsets[0] <= i < offsets[count]: its
-// document is the last offset <= i (document_start: an empty document
-// repeats an offset and is skipped).
+// The visible keys of token i, offsets[0] <= i < offsets[count], in its
+// document (attention_mask.h's document_of).
 __device__ __forceinline__ KeyInterval row_keys(const AttentionMask& mask, const Documents& docs,
                                                 int64_t i) {
-  int lo = 0, hi = docs.count;  // offsets[lo] <= i < offsets[hi]
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (docs.offsets[mid] <= i)
-      lo = mid;
-    else
-      hi = mid;
+  const int d = document_of(docs.offsets, docs.count, i);
+  return visible_keys_in_document(mask, docs.offsets[d], docs.offsets[d + 1], i);
+}
+
+// The visible keys [lo[i], hi[i]) of this thread's query rows q0 + ty + 16 i
+// (i < kRows) of a tile of nq rows; padding rows (ty + 16 i >= nq) see
+// nothing, [0, 0).
+template <int kRows>
+__device__ __forceinline__ void tile_row_keys(const AttentionMask& mask, const Documents& docs,
+                                              int64_t q0, int64_t nq, int ty, int64_t (&lo)[kRows],
+                                              int64_t (&hi)[kRows]) {
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    const int r = ty + kGroups * i;
+    lo[i] = 0;
+    hi[i] = 0;
+    if (r < nq) {
+      const KeyInterval keys = row_keys(mask, docs, q0 + r);
+      lo[i] = keys.lo;
+      hi[i] = keys.hi;
+    }
   }
-  return visible_keys_in_document(mask, docs.offsets[lo], docs.offsets[lo + 1], i);
+}
+
+// acc[i][c] += sum over kc < kKeys, in kc order, of w[ty + 16 i][kc] *
+// x[kc][tx + 16 c]: this thread's part of (W X) for forward's P V and dq's
+// dS K. w has rows `ldw` floats apart, x is [kKeys][kD + 1]; both in shared
+// memory.
+template <int kRows, int kKeys, int kD>
+__device__ __forceinline__ void accumulate_product(float (&acc)[kRows][kD / kGroups],
+                                                   const float* w, int ldw, const float* x, int tx,
+                                                   int ty) {
+  constexpr int kLD = kD + 1, kDC = kD / kGroups;
+#pragma unroll 4
+  for (int kc = 0; kc < kKeys; ++kc) {
+    float b[kDC];
+#pragma unroll
+    for (int c = 0; c < kDC; ++c)
+      b[c] = x[kc * kLD + tx + kGroups * c];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const float p = w[(ty + kGroups * i) * ldw + kc];
+#pragma unroll
+      for (int c = 0; c < kDC; ++c)
+        acc[i][c] = fmaf(p, b[c], acc[i][c]);
+    }
+  }
 }
 
 using ::headroom::cuda::store;  // storage.cuh

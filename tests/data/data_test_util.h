@@ -13,11 +13,13 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "data/token_dataset.h"
+#include "data/token_dataset_writer.h"
 #include "test_util/temp_dir.h"
 #include "util/error.h"
 
@@ -39,6 +41,33 @@ inline std::string usage_error(const std::function<void()>& action) {
   }
   ADD_FAILURE() << "no error was raised";
   return "";
+}
+
+// A token dataset of documents with the given lengths, written to
+// dir/corpus.h5 by TokenDatasetWriter and opened: token t of document d is
+// token(d, t), and its loss mask mask(d, t) when `mask` is given (no mask
+// otherwise). `created_by` names the suite in the file's attributes.
+inline TokenDataset write_corpus(const TempDir& dir, const std::vector<int64_t>& lengths,
+                                 int64_t vocab, const std::string& created_by,
+                                 const std::function<int32_t(int64_t, int64_t)>& token,
+                                 const std::function<uint8_t(int64_t, int64_t)>& mask = {}) {
+  TokenDatasetAttributes attributes;
+  attributes.vocab_size = vocab;
+  attributes.tokenizer = "test";
+  attributes.created_by = created_by;
+  const std::string path = dir.file("corpus.h5");
+  TokenDatasetWriter writer(path, attributes, static_cast<bool>(mask));
+  for (size_t d = 0; d < lengths.size(); ++d) {
+    std::vector<int32_t> tokens;
+    std::vector<uint8_t> masks;
+    for (int64_t t = 0; t < lengths[d]; ++t) {
+      tokens.push_back(token(static_cast<int64_t>(d), t));
+      if (mask) masks.push_back(mask(static_cast<int64_t>(d), t));
+    }
+    writer.append_document(tokens, std::span<const uint8_t>(masks));
+  }
+  writer.finish();
+  return TokenDataset::open(path, vocab);
 }
 
 using AttributeValue = std::variant<int64_t, double, std::string>;

@@ -43,24 +43,8 @@ struct Corpus {
       : lengths(std::move(lengths_in)), with_mask(mask), dataset(write(dir, lengths, mask)) {}
 
   static TokenDataset write(const TempDir& dir, const std::vector<int64_t>& lengths, bool mask) {
-    TokenDatasetAttributes attributes;
-    attributes.vocab_size = kVocab;
-    attributes.tokenizer = "test";
-    attributes.created_by = "test_batcher";
-    const std::string path = dir.file("corpus.h5");
-    TokenDatasetWriter writer(path, attributes, mask);
-    for (size_t d = 0; d < lengths.size(); ++d) {
-      std::vector<int32_t> tokens;
-      std::vector<uint8_t> masks;
-      for (int64_t t = 0; t < lengths[d]; ++t) {
-        tokens.push_back(token_of(static_cast<int64_t>(d), t));
-        masks.push_back(mask_of(static_cast<int64_t>(d), t));
-      }
-      writer.append_document(tokens,
-                             mask ? std::span<const uint8_t>(masks) : std::span<const uint8_t>());
-    }
-    writer.finish();
-    return TokenDataset::open(path, kVocab);
+    return testing::write_corpus(dir, lengths, kVocab, "test_batcher", token_of,
+                                 mask ? mask_of : nullptr);
   }
 
   // `o` with its buckets resolved (Batcher::options()).

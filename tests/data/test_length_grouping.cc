@@ -37,20 +37,9 @@ struct Corpus {
       : lengths(std::move(lengths_in)), dataset(write(dir, lengths)) {}
 
   static TokenDataset write(const TempDir& dir, const std::vector<int64_t>& lengths) {
-    TokenDatasetAttributes attributes;
-    attributes.vocab_size = kVocab;
-    attributes.tokenizer = "test";
-    attributes.created_by = "test_length_grouping";
-    const std::string path = dir.file("corpus.h5");
-    TokenDatasetWriter writer(path, attributes, false);
-    for (size_t d = 0; d < lengths.size(); ++d) {
-      std::vector<int32_t> tokens;
-      for (int64_t t = 0; t < lengths[d]; ++t)
-        tokens.push_back(static_cast<int32_t>((static_cast<int64_t>(d) + 7 * t) % kVocab));
-      writer.append_document(tokens, std::span<const uint8_t>());
-    }
-    writer.finish();
-    return TokenDataset::open(path, kVocab);
+    return testing::write_corpus(
+        dir, lengths, kVocab, "test_length_grouping",
+        [](int64_t d, int64_t t) { return static_cast<int32_t>((d + 7 * t) % kVocab); });
   }
 };
 

@@ -498,8 +498,13 @@ TEST(AttentionTilePlan, MatchesBruteForceClassification) {
     EXPECT_EQ(plan.skipped, counts[0]);
     EXPECT_EQ(plan.full, counts[1]);
     EXPECT_EQ(plan.partial, counts[2]);
-    // visible_keys is the dense mask's row, and holds the row's own token.
+    // visible_keys is the dense mask's row, and holds the row's own token;
+    // the kernels' document_of finds document_start's document.
+    const int documents = static_cast<int>(l.cu.size()) - 1;
     for (int64_t i = 0; i < l.tokens; ++i) {
+      const int d = headroom::document_of(l.cu.data(), documents, i);
+      ASSERT_EQ(l.cu[d], document_start(l.cu, i)) << i;
+      ASSERT_TRUE(l.cu[d] <= i && i < l.cu[d + 1]) << i;
       const KeyInterval keys = visible_keys(l.mask_spec(), l.cu, i);
       ASSERT_TRUE(keys.lo <= i && i < keys.hi) << i;
       for (int64_t j = 0; j < l.tokens; ++j)

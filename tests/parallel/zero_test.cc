@@ -15,25 +15,14 @@
 
 #include "model/transformer.h"
 #include "parallel/zero.h"
+#include "train/train_test_util.h"
 #include "train/trainer.h"
 
 namespace headroom {
 namespace {
 
 ModelConfig small_model(bool tied) {
-  ModelConfig c;
-  c.name = "test";
-  c.architecture = "Qwen3ForCausalLM";
-  c.vocab_size = 19;
-  c.hidden_size = 8;
-  c.intermediate_size = 12;
-  c.num_layers = 3;
-  c.num_heads = 2;
-  c.num_kv_heads = 1;
-  c.head_dim = 4;
-  c.qk_norm = true;
-  c.tie_word_embeddings = tied;
-  return c;
+  return testing::small_model(3, tied);
 }
 
 std::vector<Batch> micro_batches(uint64_t seed) {

@@ -35,17 +35,7 @@ const std::vector<LoraTarget> kAllTargets = {kLoraQ,    kLoraK,  kLoraV,   kLora
                                              kLoraGate, kLoraUp, kLoraDown};
 
 TransformerOptions lora_options(std::vector<LoraTarget> targets, float dropout) {
-  TransformerOptions o;
-  o.attention_block_size = 4;
-  o.loss.chunk_size = 5;
-  o.lora.enabled = true;
-  o.lora.rank = 3;
-  o.lora.alpha = 6.0f;
-  o.lora.dropout = dropout;
-  o.lora.targets = std::move(targets);
-  o.lora.seed = 17;
-  o.step_seed = 17;  // run.seed: the dropout masks (the ones lora.seed = 17 drew before)
-  return o;
+  return testing::lora_test_options(std::move(targets), dropout);
 }
 
 // B starts at zero, so at step 0 every adapter adds exactly nothing.

@@ -25,16 +25,7 @@ const std::vector<LoraTarget> kAllTargets = {kLoraQ,    kLoraK,  kLoraV,   kLora
                                              kLoraGate, kLoraUp, kLoraDown};
 
 TransformerOptions qlora_options(bool double_quant, float dropout = 0.0f) {
-  TransformerOptions o;
-  o.attention_block_size = 4;
-  o.loss.chunk_size = 5;
-  o.lora.enabled = true;
-  o.lora.rank = 3;
-  o.lora.alpha = 6.0f;
-  o.lora.dropout = dropout;
-  o.lora.targets = {kLoraQ, kLoraV, kLoraO, kLoraDown};
-  o.lora.seed = 17;
-  o.step_seed = 17;
+  TransformerOptions o = testing::lora_test_options({kLoraQ, kLoraV, kLoraO, kLoraDown}, dropout);
   o.nf4 = true;
   o.nf4_double_quant = double_quant;
   return o;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/transformer.h"
@@ -33,6 +34,41 @@ inline ModelConfig tiny_decoder(bool qk_norm, bool bias, bool tied) {
   c.attention_bias = bias;
   c.tie_word_embeddings = tied;
   return c;
+}
+
+// The trainer and ZeRO suites' model: smaller than tiny_decoder (19 tokens,
+// hidden 8, 2 heads sharing 1 kv head of 4), with qk_norm.
+inline ModelConfig small_model(int64_t layers, bool tied) {
+  ModelConfig c;
+  c.name = "test";
+  c.architecture = "Qwen3ForCausalLM";
+  c.vocab_size = 19;
+  c.hidden_size = 8;
+  c.intermediate_size = 12;
+  c.num_layers = layers;
+  c.num_heads = 2;
+  c.num_kv_heads = 1;
+  c.head_dim = 4;
+  c.qk_norm = true;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+// The LoRA and QLoRA suites' adapters on `targets`: rank 3, alpha 6, seed 17
+// (lora.seed and run.seed, which draws the dropout masks), attention tiles of
+// 4 and loss chunks of 5.
+inline TransformerOptions lora_test_options(std::vector<LoraTarget> targets, float dropout) {
+  TransformerOptions o;
+  o.attention_block_size = 4;
+  o.loss.chunk_size = 5;
+  o.lora.enabled = true;
+  o.lora.rank = 3;
+  o.lora.alpha = 6.0f;
+  o.lora.dropout = dropout;
+  o.lora.targets = std::move(targets);
+  o.lora.seed = 17;
+  o.step_seed = 17;
+  return o;
 }
 
 // Three documents of awkward lengths (9, 14, 1) packed together.

@@ -42,25 +42,14 @@ TEST(LrSchedule, NoWarmupAndOneStepRunsAreWellDefined) {
 #include <random>
 
 #include "model/transformer.h"
+#include "train/train_test_util.h"
 #include "train/trainer.h"
 
 namespace headroom {
 namespace {
 
 ModelConfig small_model() {
-  ModelConfig c;
-  c.name = "test";
-  c.architecture = "Qwen3ForCausalLM";
-  c.vocab_size = 19;
-  c.hidden_size = 8;
-  c.intermediate_size = 12;
-  c.num_layers = 2;
-  c.num_heads = 2;
-  c.num_kv_heads = 1;
-  c.head_dim = 4;
-  c.qk_norm = true;
-  c.tie_word_embeddings = true;
-  return c;
+  return testing::small_model(2, true);
 }
 
 std::vector<std::vector<int32_t>> documents(uint64_t seed) {

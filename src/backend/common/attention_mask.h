@@ -97,6 +97,23 @@ HEADROOM_HOST_DEVICE inline KeyInterval visible_keys_in_document(const Attention
   return {start, i + 1};
 }
 
+// The document holding token i among `count` documents given by their
+// offsets (offsets[0] <= i < offsets[count], never decreasing): the last d
+// with offsets[d] <= i, so an empty document (a repeated offset) holds
+// nothing. document_start's search for the cuda kernels, which get the
+// offsets by value and have no std::vector to search. O(log count).
+HEADROOM_HOST_DEVICE inline int document_of(const int32_t* offsets, int count, int64_t i) {
+  int lo = 0, hi = count;  // offsets[lo] <= i < offsets[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (offsets[mid] <= i)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 // cu must be valid (check_cu_seqlens) and 0 <= i < cu.back(). O(log documents).
 KeyInterval visible_keys(const AttentionMask& mask, const std::vector<int32_t>& cu, int64_t i);
 

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/common/adamw_scalars.h"
 #include "backend/cpu/convert.h"
 #include "backend/cpu/cpu_clones.h"
 #include "backend/cpu/cpu_kernels.h"
@@ -43,17 +44,8 @@ struct Scalars {
 };
 
 Scalars scalars_of(const AdamWParams& p) {
-  double t = static_cast<double>(p.step);
-  double lr = p.lr, beta1 = p.beta1, beta2 = p.beta2;
   Scalars s{};
-  s.decay = static_cast<float>(1.0 - lr * static_cast<double>(p.weight_decay));
-  s.step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, t)));
-  s.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, t)));
-  s.one_minus_beta1 = static_cast<float>(1.0 - beta1);
-  s.beta2 = p.beta2;
-  s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
-  s.eps = p.eps;
-  s.grad_scale = p.grad_scale;
+  set_adamw_scalars(p, s);
   s.lerp_from_m = s.one_minus_beta1 < 0.5f ? ~0u : 0u;
   return s;
 }

@@ -23,6 +23,7 @@
 #include <array>
 #include <cmath>
 
+#include "backend/common/adamw_scalars.h"
 #include "backend/common/dynamic_map.h"
 #include "backend/cpu/cpu_clones.h"
 #include "backend/cpu/cpu_kernels.h"
@@ -129,24 +130,10 @@ HR_CPU_CLONES void update_blocks(WeightUpdate<P, M> w, const P* grad, uint8_t* m
 void CpuKernels::adamw8bit_update(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
                                   Tensor& v, Tensor& m_absmax, Tensor& v_absmax,
                                   const AdamWParams& params) {
-  const double t = static_cast<double>(params.step);
-  const double c1 = 1.0 - std::pow(static_cast<double>(params.beta1), t);
-  const double c2 = std::sqrt(1.0 - std::pow(static_cast<double>(params.beta2), t));
   Scalars8bit s{};
-  s.step_size = static_cast<float>(-static_cast<double>(params.lr) * c2 / c1);
-  s.c2_eps = static_cast<float>(c2 * static_cast<double>(params.eps));
-  s.decay = params.weight_decay > 0.0f
-                ? static_cast<float>(1.0 - static_cast<double>(params.lr) * params.weight_decay)
-                : 1.0f;
-  s.beta1 = params.beta1;
-  s.beta2 = params.beta2;
-  s.one_minus_beta1 = 1.0f - params.beta1;
-  s.one_minus_beta2 = 1.0f - params.beta2;
-  s.grad_scale = params.grad_scale;
+  set_adamw8bit_scalars(params, s);
   s.map_s = &dynamic_map(true);
   s.map_u = &dynamic_map(false);
-  s.zero_s = quantize_to_map(*s.map_s, true, 0.0f);
-  s.zero_u = quantize_to_map(*s.map_u, false, 0.0f);
 
   uint8_t* mc = m.data<uint8_t>();
   uint8_t* vc = v.data<uint8_t>();

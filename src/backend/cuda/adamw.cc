@@ -7,9 +7,9 @@
 // the cpu's, with the FMAs its AVX2 / AVX-512 clones contract (cuda/adamw.cu
 // names them), so the two backends agree to the bit on those machines.
 // Elementwise: deterministic. Allocates: nothing.
-#include <cmath>
 #include <string>
 
+#include "backend/common/adamw_scalars.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_dtype.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -20,20 +20,11 @@ namespace headroom {
 
 namespace {
 
-// cpu/adamw.cc's scalars_of, operation for operation.
+// cpu/adamw.cc's scalars_of: backend/common/adamw_scalars.h's, and the kernel's extras.
 cuda::AdamWScalars scalars_of(const AdamWParams& p) {
-  const double t = static_cast<double>(p.step);
-  const double lr = p.lr, beta1 = p.beta1, beta2 = p.beta2;
   cuda::AdamWScalars s{};
-  s.decay = static_cast<float>(1.0 - lr * static_cast<double>(p.weight_decay));
-  s.step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, t)));
-  s.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, t)));
-  s.one_minus_beta1 = static_cast<float>(1.0 - beta1);
+  set_adamw_scalars(p, s);
   s.one_minus_weight = 1.0f - s.one_minus_beta1;  // lerp's (1 - w), in fp32 as the cpu's
-  s.beta2 = p.beta2;
-  s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
-  s.eps = p.eps;
-  s.grad_scale = p.grad_scale;
   s.lerp_from_m = s.one_minus_beta1 < 0.5f;
   return s;
 }

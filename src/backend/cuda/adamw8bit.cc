@@ -10,9 +10,9 @@
 // names them). Blocks are independent and each absmax is a maximum:
 // deterministic. Allocates: nothing (the maps travel as kernel parameters).
 #include <algorithm>
-#include <cmath>
 #include <string>
 
+#include "backend/common/adamw_scalars.h"
 #include "backend/common/dynamic_map.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_dtype.h"
@@ -24,24 +24,10 @@ namespace headroom {
 
 namespace {
 
-// CpuKernels::adamw8bit_update's scalars, operation for operation.
+// CpuKernels::adamw8bit_update's scalars: backend/common/adamw_scalars.h's.
 cuda::AdamW8bitScalars scalars_of(const AdamWParams& params) {
-  const double t = static_cast<double>(params.step);
-  const double c1 = 1.0 - std::pow(static_cast<double>(params.beta1), t);
-  const double c2 = std::sqrt(1.0 - std::pow(static_cast<double>(params.beta2), t));
   cuda::AdamW8bitScalars s{};
-  s.step_size = static_cast<float>(-static_cast<double>(params.lr) * c2 / c1);
-  s.c2_eps = static_cast<float>(c2 * static_cast<double>(params.eps));
-  s.decay = params.weight_decay > 0.0f
-                ? static_cast<float>(1.0 - static_cast<double>(params.lr) * params.weight_decay)
-                : 1.0f;
-  s.beta1 = params.beta1;
-  s.beta2 = params.beta2;
-  s.one_minus_beta1 = 1.0f - params.beta1;
-  s.one_minus_beta2 = 1.0f - params.beta2;
-  s.grad_scale = params.grad_scale;
-  s.zero_s = quantize_to_map(dynamic_map(true), true, 0.0f);
-  s.zero_u = quantize_to_map(dynamic_map(false), false, 0.0f);
+  set_adamw8bit_scalars(params, s);
   return s;
 }
 
