@@ -21,6 +21,7 @@ packages=(
   chromium  # tests/report: the HTML report in headless Chromium
   python3-torch libopenblas0-pthread  # tests/pytorch; without openblas torch gets the reference BLAS (sgemm ~3 GFLOP/s)
   clang-format
+  clang libclang-rt-14-dev libomp-14-dev  # the `fuzz` preset (scripts/fuzz.sh): libFuzzer and the sanitizers; OpenMP for clang
 )
 
 missing=()

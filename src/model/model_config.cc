@@ -298,6 +298,8 @@ ModelConfig load_hf_config(const std::string& path) {
     root = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& error) {
     throw_json_syntax_error(path, error.what(), error.byte);
+  } catch (const nlohmann::json::out_of_range& error) {
+    throw_json_number_error(path, error.what());
   }
   if (!root.is_object())
     throw UsageError(path + ": expected a JSON object (a Hugging Face config.json), got " +

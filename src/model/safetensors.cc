@@ -203,6 +203,8 @@ ParsedFile parse_file(const std::string& path) {
     root = nlohmann::json::parse(header);
   } catch (const nlohmann::json::parse_error& error) {
     throw_json_syntax_error(path + ": header", error.what(), error.byte, " of the header");
+  } catch (const nlohmann::json::out_of_range& error) {
+    throw_json_number_error(path, error.what(), " in the header");
   }
   if (!root.is_object())
     throw UsageError(path + ": header: expected a JSON object, got " + describe(root));
@@ -366,6 +368,8 @@ SafetensorsIndex SafetensorsIndex::open(const std::string& path) {
       root = nlohmann::json::parse(read_text(index_json));
     } catch (const nlohmann::json::parse_error& error) {
       throw_json_syntax_error(index_json, error.what(), error.byte);
+    } catch (const nlohmann::json::out_of_range& error) {
+      throw_json_number_error(index_json, error.what());
     }
     if (!root.is_object() || !root.contains("weight_map") || !root["weight_map"].is_object())
       throw UsageError(

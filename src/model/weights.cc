@@ -298,6 +298,8 @@ void check_adapter_config(const LoraOptions& lora, const std::string& dir) {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::parse_error& e) {
     throw_json_syntax_error(path, e.what(), e.byte);
+  } catch (const nlohmann::json::out_of_range& e) {
+    throw_json_number_error(path, e.what());
   }
   auto differs = [&](const char* key, const std::string& expected) {
     throw UsageError(path + ": " + key + " is " + (j.contains(key) ? j[key].dump() : "missing") +

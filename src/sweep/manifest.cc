@@ -132,6 +132,8 @@ SweepManifest read_manifest(const std::string& dir) {
     const JsonErrorText error = split_json_error(e.what());
     throw UsageError(path + ": JSON syntax error" +
                      (error.position.empty() ? "" : " at " + error.position) + ": " + error.detail);
+  } catch (const json::out_of_range& e) {
+    throw_json_number_error(path, e.what());
   }
   SweepManifest m;
   try {

@@ -239,6 +239,8 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
     root = json::parse(text);
   } catch (const json::parse_error& e) {
     throw_json_syntax_error(file, e.what(), e.byte);
+  } catch (const json::out_of_range& e) {
+    throw_json_number_error(file, e.what());
   }
   const Reader r(file);
   TokenizerJson out;

@@ -112,6 +112,8 @@ ShardIndex read_shard_index(const std::string& dir) {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::parse_error& e) {
     throw_json_syntax_error(path, e.what(), e.byte);
+  } catch (const nlohmann::json::out_of_range& e) {
+    throw_json_number_error(path, e.what());
   }
   const JsonReader r(path);
   ShardIndex index;

@@ -124,6 +124,8 @@ TrainState read_train_state(const std::string& dir) {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::parse_error& e) {
     throw_json_syntax_error(path, e.what(), e.byte);
+  } catch (const nlohmann::json::out_of_range& e) {
+    throw_json_number_error(path, e.what());
   }
   if (integer_at(j, "format_version", path) != kFormatVersion)
     throw UsageError(path + ": format_version " + j["format_version"].dump() +

@@ -37,4 +37,9 @@ void throw_json_syntax_error(const std::string& path, std::string_view what, uin
   throw UsageError(json_syntax_error_message(path, what, byte, of));
 }
 
+void throw_json_number_error(const std::string& path, std::string_view what, std::string_view of) {
+  throw UsageError(path + ": JSON number out of range" + std::string(of) + ": " +
+                   split_json_error(what).detail);
+}
+
 }  // namespace headroom

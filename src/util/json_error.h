@@ -34,6 +34,12 @@ JsonErrorText split_json_error(std::string_view what);
 std::string json_syntax_error_message(const std::string& path, std::string_view what, uint64_t byte,
                                       std::string_view of = {});
 
+// A number past a double's range (1e400) is no parse_error to nlohmann but an
+// out_of_range (406) without a byte offset: UsageError
+// "<path>: JSON number out of range<of>: number overflow parsing '1e400'".
+[[noreturn]] void throw_json_number_error(const std::string& path, std::string_view what,
+                                          std::string_view of = {});
+
 // Throws UsageError(json_syntax_error_message(...)).
 [[noreturn]] void throw_json_syntax_error(const std::string& path, std::string_view what,
                                           uint64_t byte, std::string_view of = {});

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Runs every libFuzzer target of tests/fuzz for N seconds each (default 60):
+#   bash scripts/fuzz.sh [seconds per target]
+# Configures and builds the `fuzz` preset (clang 14, ASan + UBSan; build-fuzz/,
+# only the fuzz targets and the libraries they link), then fuzzes each
+# target from a temporary copy of its committed corpus (tests/fuzz/corpus/
+# and regressions/ are never grown) with its dictionary. A crash, a
+# sanitizer report, a leak, a hang (-timeout) or more than -rss_limit_mb is a
+# failure: the input is kept under build-fuzz/fuzz-findings/<target>/ and the
+# script exits 1 after the table. Needs clang (scripts/setup.sh installs it).
+#
+# FUZZ_TARGETS="config trace" limits the run to some targets; FUZZ_JOBS is
+# -j for the build (default 2).
+set -uo pipefail
+
+seconds=${1:-60}
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build-fuzz
+cd "$root"
+
+cmake --preset fuzz >/dev/null || exit 1
+cmake --build --preset fuzz --target fuzz_targets -j "${FUZZ_JOBS:-2}" || exit 1
+
+targets=${FUZZ_TARGETS:-$(ls "$build"/fuzz | sed -n 's/^fuzz_//p' | sort)}
+work=$(mktemp -d "${TMPDIR:-/tmp}/headroom-fuzz-run.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+findings=$build/fuzz-findings
+mkdir -p "$findings"
+
+declare -A dict=(
+  [config]=toml [sweep]=toml
+  [safetensors]=json [safetensors_index]=json [model_config]=json
+  [tokenizer_json]=json [jsonl]=json
+)
+
+failed=0
+rows=()
+for t in $targets; do
+  exe=$build/fuzz/fuzz_$t
+  corpus=$work/corpus/$t
+  mkdir -p "$corpus" "$findings/$t"
+  for seeds in tests/fuzz/corpus/$t tests/fuzz/regressions/$t; do
+    [ -d "$seeds" ] && cp -r "$seeds/." "$corpus/"
+  done
+  args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+        -artifact_prefix="$findings/$t/")
+  [ -n "${dict[$t]:-}" ] && args+=(-dict="tests/fuzz/dict/${dict[$t]}.dict")
+  log=$work/$t.log
+  echo "== fuzz_$t (${seconds}s)"
+  # TMPDIR: the targets write each input to a file of their own there.
+  TMPDIR=$work ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    "$exe" "${args[@]}" "$corpus" >"$log" 2>&1
+  rc=$?
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
+  files=$(find "$corpus" -type f | wc -l)
+  status=ok
+  if [ $rc -ne 0 ]; then
+    status=FAIL
+    failed=1
+    grep -E 'ERROR: |SUMMARY: |Test unit written|==[0-9]+==' "$log" | head -8
+    cp "$log" "$findings/$t/fuzz.log"
+  fi
+  echo "   $status: ${execs:-?} executions, cov ${cov:-?}, corpus $files files"
+  rows+=("$(printf '%-18s %-5s %12s %8s %8s' "$t" "$status" "${execs:-?}" "${cov:-?}" "$files")")
+done
+
+echo
+printf '%-18s %-5s %12s %8s %8s\n' target result executions cov corpus
+for row in "${rows[@]}"; do echo "$row"; done
+[ $failed -eq 0 ] || echo "findings (inputs and logs): $findings" >&2
+exit $failed

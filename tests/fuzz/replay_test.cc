@@ -1,0 +1,59 @@
+// Replays every committed fuzz input under the ordinary build: each target's
+// corpus/<target>/ seeds and regressions/<target>/ findings (the inputs that
+// once crashed it, each fixed in src/). A target returns 0 or throws only a
+// UsageError it swallows itself, so any exception or crash here is a
+// regression. The target files are compiled with LLVMFuzzerTestOneInput
+// renamed fuzz_<target> (CMakeLists.txt).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#define HEADROOM_FUZZ_TARGET_LIST(X) \
+  X(config)                          \
+  X(sweep)                           \
+  X(token_dataset)                   \
+  X(trace)                           \
+  X(safetensors) X(safetensors_index) X(model_config) X(tokenizer_json) X(tokenizer_encode) X(jsonl)
+
+#define HEADROOM_DECLARE_TARGET(name) extern "C" int fuzz_##name(const uint8_t*, size_t);
+HEADROOM_FUZZ_TARGET_LIST(HEADROOM_DECLARE_TARGET)
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<fs::path> inputs_of(const std::string& target) {
+  std::vector<fs::path> files;
+  for (const char* kind : {"corpus", "regressions"}) {
+    const fs::path dir = fs::path(HEADROOM_FUZZ_DIR) / kind / target;
+    if (!fs::is_directory(dir)) continue;
+    for (const auto& entry : fs::directory_iterator(dir))
+      if (entry.is_regular_file()) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+void replay(const std::string& target, int (*run)(const uint8_t*, size_t)) {
+  const std::vector<fs::path> files = inputs_of(target);
+  EXPECT_FALSE(files.empty()) << "no corpus for fuzz target " << target;
+  for (const fs::path& file : files) {
+    SCOPED_TRACE(file.string());
+    std::ifstream in(file, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(run(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), 0);
+  }
+}
+
+#define HEADROOM_REPLAY_TEST(name) \
+  TEST(FuzzReplay, name) {         \
+    replay(#name, fuzz_##name);    \
+  }
+HEADROOM_FUZZ_TARGET_LIST(HEADROOM_REPLAY_TEST)
+
+}  // namespace
