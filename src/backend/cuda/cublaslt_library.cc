@@ -1,31 +1,22 @@
 #include "backend/cuda/cublaslt_library.h"
 
-#include <dlfcn.h>
-
 #include <string>
 
 #include "util/error.h"
+#include "util/shared_library.h"
 
 namespace headroom {
 
 namespace {
 
 CublasLtLibrary load_cublaslt() {
-  const std::string file = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
-  void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr)
-    throw UsageError("run.backend = \"cuda\": cannot load " + file + " (" + dlerror() +
-                     "); install the CUDA toolkit's cuBLAS or add its lib folder to "
-                     "LD_LIBRARY_PATH");
+  const SharedLibrary library("libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR),
+                              "run.backend = \"cuda\"",
+                              "install the CUDA toolkit's cuBLAS or add its lib folder to "
+                              "LD_LIBRARY_PATH");
+  constexpr std::string_view too_old = "a cuBLASLt older than the one headroom was built with?";
   CublasLtLibrary lib{};
-  auto find = [&](auto& entry, const char* name) {
-    void* symbol = dlsym(handle, name);
-    if (symbol == nullptr)
-      throw UsageError(file + ": no entry point " + name + " (" + dlerror() +
-                       "): a cuBLASLt older than the one headroom was built with?");
-    entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(symbol);
-  };
-#define HEADROOM_CUBLASLT_FIND(name) find(lib.name, #name);
+#define HEADROOM_CUBLASLT_FIND(name) library.find(lib.name, #name, too_old);
   HEADROOM_CUBLASLT_ENTRY_POINTS(HEADROOM_CUBLASLT_FIND)
 #undef HEADROOM_CUBLASLT_FIND
   return lib;
