@@ -8,7 +8,15 @@ DTYPE fp32 or bf16 (torch.autocast), DEVICE cpu (the default: 2 threads, as
 bench/torch_peer_bench.sh runs it) or cuda (scripts/device-check.sh), ATTENTION
 eager (scores, causal mask, softmax, as HF's eager path; the default, since
 Debian's PyTorch 1.13 has no scaled_dot_product_attention) or sdpa.
+
+With HEADROOM_PACKED_BINS=FILE (a JSON array of bins, each an array of document
+lengths summing to S; B must be 1) every step is one packed row as headroom's
+packed batches make it: step i takes bin i mod len(bins), its documents attend
+causally within themselves only (an additive [S, S] block-diagonal mask built
+in the step, as a collator's 4-D mask is, since eager attention has no varlen
+form) and their rotary positions restart at each document (position_ids).
 """
+import json, os
 import statistics, sys, time
 import torch, torch.nn as nn, torch.nn.functional as F
 
@@ -43,6 +51,25 @@ angles = torch.outer(torch.arange(S).float(), inv_freq)
 COS = torch.cat((angles, angles), -1).cos().to(DEVICE)
 SIN = torch.cat((angles, angles), -1).sin().to(DEVICE)
 CAUSAL = torch.full((S, S), float("-inf")).triu(1).to(DEVICE) if ATTENTION == "eager" else None
+PACKED_BINS = None
+if os.environ.get("HEADROOM_PACKED_BINS"):
+    PACKED_BINS = json.load(open(os.environ["HEADROOM_PACKED_BINS"]))
+    assert B == 1 and all(sum(b) == S for b in PACKED_BINS), "bins must be one row of S tokens"
+    assert ATTENTION == "eager", "packed bins need the eager path's mask"
+
+
+def packed_row(lengths):
+    """The block-diagonal causal mask and the positions of one packed row."""
+    doc = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
+    starts = torch.cumsum(torch.tensor([0] + lengths[:-1]), 0)
+    positions = torch.arange(S) - starts[doc]
+    visible = (doc[:, None] == doc[None, :]) & (torch.arange(S)[:, None] >= torch.arange(S)[None, :])
+    mask = torch.zeros(S, S).masked_fill(~visible, float("-inf"))
+    return mask.to(DEVICE), positions.to(DEVICE)
+
+
+class Step:  # what changes per step: the mask and rotary tables
+    mask, cos, sin = CAUSAL, COS, SIN
 
 
 class Layer(nn.Module):
@@ -60,13 +87,13 @@ class Layer(nn.Module):
         q = self.q_norm(self.q_proj(h).view(B, S, H, D)).transpose(1, 2)
         k = self.k_norm(self.k_proj(h).view(B, S, KV, D)).transpose(1, 2)
         v = self.v_proj(h).view(B, S, KV, D).transpose(1, 2)
-        cos, sin = COS.to(q.dtype), SIN.to(q.dtype)
+        cos, sin = Step.cos.to(q.dtype), Step.sin.to(q.dtype)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = k.repeat_interleave(H // KV, dim=1), v.repeat_interleave(H // KV, dim=1)
         if ATTENTION == "sdpa":
             a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
-            scores = torch.matmul(q, k.transpose(2, 3)) * D**-0.5 + CAUSAL.to(q.dtype)
+            scores = torch.matmul(q, k.transpose(2, 3)) * D**-0.5 + Step.mask.to(q.dtype)
             p = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
             a = torch.matmul(p, v)
         a = a.transpose(1, 2).reshape(B, S, H * D)
@@ -98,10 +125,13 @@ opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_d
 ids = torch.randint(0, V, (B, S), device=DEVICE)
 targets = torch.roll(ids, -1, 1)
 times = []
-for _ in range(steps):
+for step in range(steps):
     if DEVICE == "cuda":
         torch.cuda.synchronize()
     t0 = time.perf_counter()
+    if PACKED_BINS:
+        Step.mask, positions = packed_row(PACKED_BINS[step % len(PACKED_BINS)])
+        Step.cos, Step.sin = COS[positions], SIN[positions]
     opt.zero_grad(set_to_none=True)
     with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=dtype == "bf16"):
         loss = model(ids, targets)

@@ -182,11 +182,9 @@ int data_batches(const std::vector<std::string>& args) {
         const MicroBatchPlan& b = plan[r][m];
         const int64_t documents = static_cast<int64_t>(b.documents.size());
         if (json) {
-          nlohmann::ordered_json mb = {{"documents", documents},
-                                       {"tokens", b.tokens},
-                                       {"longest", b.longest},
-                                       {"truncated", b.truncated},
-                                       {"padding", b.padding}};
+          nlohmann::ordered_json mb = {{"documents", documents}, {"tokens", b.tokens},
+                                       {"longest", b.longest},   {"truncated", b.truncated},
+                                       {"padding", b.padding},   {"document_indices", b.documents}};
           if (bucketed) {
             mb["bucket"] = b.bucket;
             mb["width"] = b.width;

@@ -96,7 +96,7 @@ int data_inspect(const std::vector<std::string>& args) {
       boundaries += (i ? ", " : "") + std::to_string(r.suggested_buckets[i]);
       counts += (i ? ", " : "") + std::to_string(r.suggested_bucket_documents[i]);
     }
-    std::printf("  buckets    batch.buckets = [%s] (\"auto\": p50, p75, p90, p99, longest)\n",
+    std::printf("  buckets    batch.buckets = [%s] (\"auto\": the least padding in 5)\n",
                 boundaries.c_str());
     std::printf(
         "             documents per bucket %s; padded rows waste %.1f%% (%.1f%% all "

@@ -520,9 +520,10 @@ ConfigKey batch_buckets() {
                   "it is 0. Each micro-batch holds max(1, batch.max_tokens_per_micro_batch / "
                   "bucket) samples of one bucket (at most batch.micro_batch_size when that is > "
                   "0); the buckets' micro-batches are interleaved by a draw seeded by data.seed "
-                  "and weighted by how many each has left. \"auto\" = the 50th, 75th, 90th and "
-                  "99th percentiles of the sample lengths and the longest, rounded up to a "
-                  "multiple of 8. [] = no buckets.",
+                  "and weighted by how many each has left. \"auto\" = at most 5 boundaries, the "
+                  "last the longest sample, under which rows padded to their bucket hold the "
+                  "fewest padding tokens, chosen among the sample lengths' 256-quantiles "
+                  "rounded up to a multiple of 8. [] = no buckets.",
                   set, get);
 }
 

@@ -115,17 +115,59 @@ std::vector<int64_t> auto_bucket_boundaries(std::span<const int64_t> lengths) {
   if (sorted.empty()) return {};
   std::sort(sorted.begin(), sorted.end());
   const int64_t longest = sorted.back();
-  const size_t n = sorted.size();
-  std::vector<int64_t> boundaries;
-  // Percentiles in thousandths, then the longest (1000).
-  for (int64_t per_mille : {500, 750, 900, 990, 1000}) {
-    // Nearest rank: the smallest length with at least per_mille / 1000 of
-    // the documents at or below it.
-    const size_t rank = static_cast<size_t>((static_cast<int64_t>(n) * per_mille + 999) / 1000);
-    const int64_t at = sorted[std::max<size_t>(rank, 1) - 1];
+  const int64_t n = static_cast<int64_t>(sorted.size());
+
+  // Candidate boundaries: the length at each of kAutoBucketQuantiles
+  // quantiles (nearest rank), rounded up to 8 but not past the longest.
+  // With few distinct lengths these are all of them; with many, a boundary
+  // between two quantiles saves at most 1/kAutoBucketQuantiles of the rows
+  // from the next one up, and the search stays O(buckets * candidates^2)
+  // whatever the dataset's size.
+  std::vector<int64_t> candidates;
+  for (int64_t q = 1; q <= kAutoBucketQuantiles; ++q) {
+    const int64_t rank = (n * q + kAutoBucketQuantiles - 1) / kAutoBucketQuantiles;
+    const int64_t at = sorted[static_cast<size_t>(std::max<int64_t>(rank, 1) - 1)];
     const int64_t rounded = std::min(longest, (at + 7) / 8 * 8);
-    if (boundaries.empty() || rounded > boundaries.back()) boundaries.push_back(rounded);
+    if (candidates.empty() || rounded > candidates.back()) candidates.push_back(rounded);
   }
+  // at_or_below[i]: documents of length <= candidates[i].
+  const size_t c = candidates.size();
+  std::vector<int64_t> at_or_below(c);
+  for (size_t i = 0; i < c; ++i)
+    at_or_below[i] = std::upper_bound(sorted.begin(), sorted.end(), candidates[i]) - sorted.begin();
+
+  // Every document pads to its bucket's boundary, so the padding is least
+  // where the padded tokens, sum over buckets of boundary * documents, are.
+  // padded[k][i]: the least padded tokens of the documents <= candidates[i]
+  // in k + 1 buckets, the last bounded by candidates[i]; from[k][i] the
+  // previous boundary's index then (-1: none). The last boundary is the
+  // longest, so every document has a bucket.
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  const size_t buckets = std::min(static_cast<size_t>(kAutoBuckets), c);
+  std::vector<std::vector<int64_t>> padded(buckets, std::vector<int64_t>(c, kNone));
+  std::vector<std::vector<int64_t>> from(buckets, std::vector<int64_t>(c, -1));
+  for (size_t i = 0; i < c; ++i)
+    padded[0][i] = candidates[i] * at_or_below[i];
+  for (size_t k = 1; k < buckets; ++k)
+    for (size_t i = k; i < c; ++i)
+      for (size_t p = k - 1; p < i; ++p) {
+        if (padded[k - 1][p] == kNone) continue;
+        const int64_t total = padded[k - 1][p] + candidates[i] * (at_or_below[i] - at_or_below[p]);
+        if (total < padded[k][i]) {
+          padded[k][i] = total;
+          from[k][i] = static_cast<int64_t>(p);
+        }
+      }
+  // Fewer buckets when more save nothing (the ties go to the fewer shapes).
+  size_t best = 0;
+  for (size_t k = 1; k < buckets; ++k)
+    if (padded[k][c - 1] < padded[best][c - 1]) best = k;
+  std::vector<int64_t> boundaries;
+  for (int64_t i = static_cast<int64_t>(c - 1), k = static_cast<int64_t>(best); i >= 0; --k) {
+    boundaries.push_back(candidates[static_cast<size_t>(i)]);
+    i = k > 0 ? from[static_cast<size_t>(k)][static_cast<size_t>(i)] : -1;
+  }
+  std::reverse(boundaries.begin(), boundaries.end());
   return boundaries;
 }
 

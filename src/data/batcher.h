@@ -164,11 +164,16 @@ struct MicroBatchPlan {
 };
 
 // The boundaries batch.buckets = "auto" stands for, from the lengths of the
-// documents as batched (after max_sample_tokens; zeros are ignored): the
-// 50th, 75th, 90th and 99th percentiles (nearest rank) and the longest, each
-// rounded up to a multiple of 8 (the tensor-core tile) but not past the
-// longest, duplicates dropped. Increasing; empty when every length is 0.
+// documents as batched (after max_sample_tokens; zeros are ignored): the at
+// most kAutoBuckets boundaries, the last the longest, under which rows padded
+// to their bucket's boundary hold the fewest padding tokens, chosen among the
+// lengths at kAutoBucketQuantiles quantiles (nearest rank) rounded up to a
+// multiple of 8 (the tensor-core tile) but not past the longest. An exact
+// search (dynamic programming over the candidates), fewer buckets when more
+// would save nothing. Increasing; empty when every length is 0.
 // `headroom data inspect` suggests boundaries with it.
+inline constexpr int64_t kAutoBuckets = 5;
+inline constexpr int64_t kAutoBucketQuantiles = 256;
 std::vector<int64_t> auto_bucket_boundaries(std::span<const int64_t> lengths);
 
 // The smallest bucket of `boundaries` (increasing) that holds `length`, or

@@ -152,12 +152,19 @@ TEST_F(DataCli, BatchesStayWithinTheBudgetExceptOversizeDocuments) {
   ASSERT_EQ(r.code, 0) << r.err;
   const json j = json::parse(r.out);
   ASSERT_EQ(j["steps"].size(), 12u);
+  const TokenDataset dataset = TokenDataset::open((dir_ / "a.h5").string(), 0);
   int oversize = 0;
   for (const json& step : j["steps"]) {
     ASSERT_EQ(step["ranks"].size(), 1u);
     ASSERT_EQ(step["ranks"][0]["micro_batches"].size(), 2u);
     for (const json& b : step["ranks"][0]["micro_batches"]) {
       const int64_t tokens = b["tokens"].get<int64_t>();
+      // The documents by index: their lengths and the padding make the tokens.
+      ASSERT_EQ(b["document_indices"].size(), b["documents"].get<size_t>());
+      int64_t lengths = 0;
+      for (const json& d : b["document_indices"])
+        lengths += dataset.document_length(d.get<int64_t>());
+      EXPECT_EQ(lengths + b["padding"].get<int64_t>(), tokens);
       // The quickstart pads a bin to a multiple of 64, never past the
       // budget nor a lone oversize document.
       const int64_t real = tokens - b["padding"].get<int64_t>();

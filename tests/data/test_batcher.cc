@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -797,14 +800,68 @@ TEST(Batcher, RefusesImpossibleOptionsAndCursors) {
 
 // --- length buckets (batch.buckets) -----------------------------------------------
 
-TEST(Buckets, AutoBoundariesAreRoundedPercentilesAndTheLongest) {
+// Padded tokens of `lengths` in rows padded to their bucket of `boundaries`
+// (whose last holds the longest).
+int64_t padded_tokens_in(std::span<const int64_t> boundaries, std::span<const int64_t> lengths) {
+  int64_t padded = 0;
+  for (int64_t length : lengths)
+    if (length > 0) padded += boundaries[static_cast<size_t>(bucket_of(boundaries, length))];
+  return padded;
+}
+
+TEST(Buckets, AutoBoundariesAreTheLeastPaddingFiveAmongRoundedLengths) {
+  // Every subset of at most five of the distinct lengths that ends at the
+  // longest, searched by brute force: the chosen boundaries pad no more than
+  // the best of them, whatever the mix.
+  std::mt19937_64 rng(45);
+  for (int trial = 0; trial < 60; ++trial) {
+    std::vector<int64_t> lengths;
+    const int distinct = 1 + static_cast<int>(rng() % 12);
+    std::vector<int64_t> values;
+    for (int v = 0; v < distinct; ++v)
+      values.push_back(8 * static_cast<int64_t>(1 + rng() % 200));  // multiples of 8: no rounding
+    for (int d = 0; d < 50; ++d)
+      lengths.push_back(values[rng() % values.size()]);
+    lengths.push_back(0);
+    std::vector<int64_t> sorted = lengths;
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    sorted.erase(sorted.begin());  // the 0
+    const size_t m = sorted.size();
+    int64_t best = std::numeric_limits<int64_t>::max();
+    for (uint32_t mask = 0; mask < (1u << (m - 1)); ++mask) {
+      if (std::popcount(mask) > static_cast<int>(kAutoBuckets) - 1) continue;
+      std::vector<int64_t> subset;
+      for (size_t i = 0; i + 1 < m; ++i)
+        if (mask & (1u << i)) subset.push_back(sorted[i]);
+      subset.push_back(sorted.back());
+      best = std::min(best, padded_tokens_in(subset, lengths));
+    }
+    const std::vector<int64_t> chosen = auto_bucket_boundaries(lengths);
+    ASSERT_FALSE(chosen.empty());
+    EXPECT_LE(chosen.size(), static_cast<size_t>(kAutoBuckets));
+    EXPECT_TRUE(std::is_sorted(chosen.begin(), chosen.end()));
+    EXPECT_EQ(chosen.back(), sorted.back());
+    EXPECT_EQ(padded_tokens_in(chosen, lengths), best) << "trial " << trial;
+  }
+}
+
+TEST(Buckets, AutoBoundariesAreRoundedUpToEightButNotPastTheLongest) {
+  // Uniform 1..1000: the least padding in five buckets cuts at 200, 400,
+  // 600, 800 and 1000, each a multiple of 8 already; candidates are the
+  // 256-quantiles rounded up to 8.
   std::vector<int64_t> lengths;
   for (int64_t l = 1; l <= 1000; ++l)
     lengths.push_back(l);
   lengths.push_back(0);  // empty documents are not batched and do not count
-  // p50 = 500, p75 = 750, p90 = 900, p99 = 990, longest 1000; rounded up to 8.
-  EXPECT_EQ(auto_bucket_boundaries(lengths), (std::vector<int64_t>{504, 752, 904, 992, 1000}));
-  // Rounding never passes the longest, and equal boundaries collapse.
+  const std::vector<int64_t> uniform = auto_bucket_boundaries(lengths);
+  ASSERT_EQ(uniform.size(), 5u);
+  EXPECT_EQ(uniform.back(), 1000);
+  for (size_t b = 0; b + 1 < uniform.size(); ++b) {
+    EXPECT_EQ(uniform[b] % 8, 0);
+    EXPECT_NEAR(static_cast<double>(uniform[b]), 200.0 * static_cast<double>(b + 1), 16.0);
+  }
+  // One length: one bucket. Rounding never passes the longest.
   EXPECT_EQ(auto_bucket_boundaries(std::vector<int64_t>{5, 5, 5, 3}), (std::vector<int64_t>{5}));
   EXPECT_EQ(auto_bucket_boundaries(std::vector<int64_t>{10, 10, 10, 10, 100}),
             (std::vector<int64_t>{16, 100}));

@@ -108,9 +108,9 @@ TEST(Inspect, CountsAKnownDataset) {
   EXPECT_EQ(r.attributes.vocab_size, 100);
   EXPECT_EQ(r.attributes.tokenizer, "test");
   EXPECT_FALSE(r.attributes.source_entropy_nats.has_value());
-  // "auto" over 1 3 4 9: p50 3 and p75 4 round up to 8, p90 p99 and the
-  // longest are 9. Rows of 8 hold 1 3 4 (16 of 24 tokens padding), rows of 9
-  // hold 9 (none); all of it, 16 of 33.
+  // "auto" over 1 3 4 9: the candidates are 8 (1, 3 and 4 rounded up) and
+  // the longest, 9, and two buckets pad least. Rows of 8 hold 1 3 4 (16 of 24
+  // tokens padding), rows of 9 hold 9 (none); all of it, 16 of 33.
   EXPECT_EQ(r.suggested_buckets, (std::vector<int64_t>{8, 9}));
   EXPECT_EQ(r.suggested_bucket_documents, (std::vector<int64_t>{3, 1}));
   ASSERT_EQ(r.suggested_bucket_padding_fractions.size(), 2u);
