@@ -36,20 +36,6 @@ int elementwise_grid(int64_t n) {
   return static_cast<int>(blocks < 65535 ? blocks : 65535);
 }
 
-// Calls f with a null pointer of the C++ type stored as `type`.
-template <typename F>
-cudaError_t with_float_type(DenseFloat type, F&& f) {
-  switch (type) {
-    case DenseFloat::kF32:
-      return f(static_cast<float*>(nullptr));
-    case DenseFloat::kBF16:
-      return f(static_cast<__nv_bfloat16*>(nullptr));
-    case DenseFloat::kF16:
-      return f(static_cast<__half*>(nullptr));
-  }
-  return cudaErrorInvalidValue;
-}
-
 // ---- mask
 
 // The offsets of up to kMaskDocuments documents, passed by value: the kernel
@@ -217,7 +203,7 @@ __global__ void softmax_backward_kernel(const float* dp, const float* p, float* 
 
 cudaError_t dense_attention_mask(const int32_t* cu, int64_t documents, uint8_t mask_kind,
                                  int64_t window, int64_t mask_block, int64_t seq, float hidden,
-                                 void* mask, DenseFloat mask_type, cudaStream_t stream) {
+                                 void* mask, FloatType mask_type, cudaStream_t stream) {
   AttentionMask spec;
   spec.kind = static_cast<AttentionMaskKind>(mask_kind);
   spec.window = window;
@@ -241,8 +227,8 @@ cudaError_t dense_attention_mask(const int32_t* cu, int64_t documents, uint8_t m
   return cudaGetLastError();
 }
 
-cudaError_t dense_attention_heads(const void* src, DenseFloat src_type, DenseHeads src_layout,
-                                  void* dst, DenseFloat dst_type, DenseHeads dst_layout,
+cudaError_t dense_attention_heads(const void* src, FloatType src_type, DenseHeads src_layout,
+                                  void* dst, FloatType dst_type, DenseHeads dst_layout,
                                   int64_t rows, int64_t seq, int64_t head_dim, float scale,
                                   cudaStream_t stream) {
   const int64_t n = rows * dst_layout.heads * seq * head_dim;
@@ -259,7 +245,7 @@ cudaError_t dense_attention_heads(const void* src, DenseFloat src_type, DenseHea
   });
 }
 
-cudaError_t dense_attention_add_mask(float* scores, const void* mask, DenseFloat mask_type,
+cudaError_t dense_attention_add_mask(float* scores, const void* mask, FloatType mask_type,
                                      int64_t rows, int64_t heads, int64_t seq,
                                      cudaStream_t stream) {
   const int64_t n = rows * heads * seq * seq;

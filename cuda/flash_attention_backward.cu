@@ -363,13 +363,13 @@ cudaError_t launch_backward(const void* d_out, const void* q, const void* k, con
 }  // namespace
 
 cudaError_t flash_attention_delta(const void* d_out, const void* out, const FlashDims& dims,
-                                  FlashFloat type, float* delta, cudaStream_t stream) {
+                                  FloatType type, float* delta, cudaStream_t stream) {
   const int64_t rows = dims.heads * dims.tokens;
   if (rows == 0) return cudaSuccess;
   constexpr int64_t kRowsPerBlock = kThreads / 32;
   const auto blocks =
       static_cast<unsigned>(std::min<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, 65536));
-  return flash::with_flash_type(type, [&](auto* tag) -> cudaError_t {
+  return with_float_type(type, [&](auto* tag) -> cudaError_t {
     using T = std::remove_pointer_t<decltype(tag)>;
     delta_kernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(d_out),
                                                      static_cast<const T*>(out), dims, delta);
@@ -379,10 +379,10 @@ cudaError_t flash_attention_delta(const void* d_out, const void* out, const Flas
 
 cudaError_t flash_attention_backward(const void* d_out, const void* q, const void* k, const void* v,
                                      const float* lse, const float* delta, const int32_t* cu,
-                                     int64_t documents, const FlashDims& dims, FlashFloat type,
+                                     int64_t documents, const FlashDims& dims, FloatType type,
                                      void* dq, void* dk, void* dv, cudaStream_t stream) {
   if (dims.tokens == 0 || dims.heads == 0) return cudaSuccess;
-  return flash::with_flash_type(type, [&](auto* tag) -> cudaError_t {
+  return with_float_type(type, [&](auto* tag) -> cudaError_t {
     using T = std::remove_pointer_t<decltype(tag)>;
     if (dims.head_dim == 64)
       return launch_backward<T, 64>(d_out, q, k, v, lse, delta, cu, documents, dims, dq, dk, dv,

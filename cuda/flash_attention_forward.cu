@@ -199,10 +199,10 @@ bool flash_attention_head_dim_supported(int64_t head_dim) {
 }
 
 cudaError_t flash_attention_forward(const void* q, const void* k, const void* v, const int32_t* cu,
-                                    int64_t documents, const FlashDims& dims, FlashFloat type,
+                                    int64_t documents, const FlashDims& dims, FloatType type,
                                     void* out, float* lse, cudaStream_t stream) {
   if (dims.tokens == 0 || dims.heads == 0) return cudaSuccess;
-  return flash::with_flash_type(type, [&](auto* tag) -> cudaError_t {
+  return with_float_type(type, [&](auto* tag) -> cudaError_t {
     using T = std::remove_pointer_t<decltype(tag)>;
     if (dims.head_dim == 64)
       return launch_forward<T, 64>(q, k, v, cu, documents, dims, out, lse, stream);

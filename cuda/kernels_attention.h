@@ -12,10 +12,9 @@
 
 #include <cuda_runtime.h>
 
-namespace headroom::cuda {
+#include "float_type.h"  // FloatType: the storage dtype of a floating operand
 
-// The storage dtype of a floating operand.
-enum class DenseFloat : uint8_t { kF32, kBF16, kF16 };
+namespace headroom::cuda {
 
 // A per-head tensor's layout: n heads, head-major (B, n, S, D) or token-major.
 struct DenseHeads {
@@ -28,18 +27,18 @@ struct DenseHeads {
 // T = cu[documents] tokens. cu (documents + 1 offsets) is host memory.
 cudaError_t dense_attention_mask(const int32_t* cu, int64_t documents, uint8_t mask_kind,
                                  int64_t window, int64_t mask_block, int64_t seq, float hidden,
-                                 void* mask, DenseFloat mask_type, cudaStream_t stream);
+                                 void* mask, FloatType mask_type, cudaStream_t stream);
 
 // dst = scale * src per head, in dst's layout and dtype: dst head h reads
 // src head h / (n_dst / n_src) when n_dst >= n_src, and sums src heads
 // h * g .. h * g + g - 1 in order when g = n_src / n_dst > 1. src != dst.
-cudaError_t dense_attention_heads(const void* src, DenseFloat src_type, DenseHeads src_layout,
-                                  void* dst, DenseFloat dst_type, DenseHeads dst_layout,
+cudaError_t dense_attention_heads(const void* src, FloatType src_type, DenseHeads src_layout,
+                                  void* dst, FloatType dst_type, DenseHeads dst_layout,
                                   int64_t rows, int64_t seq, int64_t head_dim, float scale,
                                   cudaStream_t stream);
 
 // scores (B, H, S, S) fp32 += mask (B, 1, S, S), broadcast over H.
-cudaError_t dense_attention_add_mask(float* scores, const void* mask, DenseFloat mask_type,
+cudaError_t dense_attention_add_mask(float* scores, const void* mask, FloatType mask_type,
                                      int64_t rows, int64_t heads, int64_t seq, cudaStream_t stream);
 
 // _safe_softmax over each of `rows` fp32 rows of S: softmax, neg_inf =

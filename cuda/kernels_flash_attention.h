@@ -21,11 +21,11 @@
 #include <cuda_runtime.h>
 
 #include "backend/common/attention_mask.h"
+#include "float_type.h"
 
 namespace headroom::cuda {
 
-// The storage dtype of q, k, v and of the results.
-enum class FlashFloat : uint8_t { kF32, kBF16, kF16 };
+// The storage dtype of q, k, v and of the results: FloatType (float_type.h).
 
 // The sizes of one call (T tokens, H heads, KV kv heads, D head_dim) and its
 // softmax scale.
@@ -41,12 +41,12 @@ bool flash_attention_head_dim_supported(int64_t head_dim);
 // out = softmax(scale q k^T over the visible keys) v per head; lse[h, i] =
 // logsumexp over query i's visible keys of scale q_i . k_j.
 cudaError_t flash_attention_forward(const void* q, const void* k, const void* v, const int32_t* cu,
-                                    int64_t documents, const FlashDims& dims, FlashFloat type,
+                                    int64_t documents, const FlashDims& dims, FloatType type,
                                     void* out, float* lse, cudaStream_t stream);
 
 // delta[h, i] = rowsum(d_out * out) of query i, head h (fp32).
 cudaError_t flash_attention_delta(const void* d_out, const void* out, const FlashDims& dims,
-                                  FlashFloat type, float* delta, cudaStream_t stream);
+                                  FloatType type, float* delta, cudaStream_t stream);
 
 // dq, dk, dv written from d_out, q, k, v, lse (forward's) and delta
 // (flash_attention_delta's, queued before): FlashAttention-2's equations,
@@ -54,7 +54,7 @@ cudaError_t flash_attention_delta(const void* d_out, const void* out, const Flas
 // dk = scale dS^T Q (summed over the kv head's query heads), dv = P^T dO.
 cudaError_t flash_attention_backward(const void* d_out, const void* q, const void* k, const void* v,
                                      const float* lse, const float* delta, const int32_t* cu,
-                                     int64_t documents, const FlashDims& dims, FlashFloat type,
+                                     int64_t documents, const FlashDims& dims, FloatType type,
                                      void* dq, void* dk, void* dv, cudaStream_t stream);
 
 }  // namespace headroom::cuda
@@ -149,20 +149,6 @@ __device__ __forceinline__ void load_tile(float* dst, int ld, const T* src, int6
     const int r = e / kD, c = e % kD;
     dst[r * ld + c] = r < valid ? widen(src[(r0 + r) * stride + c]) : 0.0f;
   }
-}
-
-// Which dtype instance to launch.
-template <typename F>
-cudaError_t with_flash_type(FlashFloat type, F&& f) {
-  switch (type) {
-    case FlashFloat::kF32:
-      return f(static_cast<float*>(nullptr));
-    case FlashFloat::kBF16:
-      return f(static_cast<__nv_bfloat16*>(nullptr));
-    case FlashFloat::kF16:
-      return f(static_cast<__half*>(nullptr));
-  }
-  return cudaErrorInvalidValue;
 }
 
 // Calls f(docs, begin, end) for each chunk of at most kDocuments documents

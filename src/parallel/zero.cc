@@ -142,7 +142,8 @@ void Zero::release_params(size_t g) {
   if (options_.stage < 3) return;
   HR_CHECK(acquired_[g], (*layouts_)[g].name + ": parameters released without being acquired");
   acquired_[g] = false;
-  settle(g);
+  // acquire_params settled it: a group is fetched ahead only while absent.
+  HR_CHECK(pending_[g].id == 0, (*layouts_)[g].name + ": released with its gather pending");
   (*params_)[g] = FlatGroup{};
 }
 

@@ -14,4 +14,17 @@ void refuse_cuda_dtype(const char* op, DType dtype) {
   refuse_cuda_dtype(op, std::string(name_of(dtype)));
 }
 
+cuda::FloatType float_type_of(const char* op, DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return cuda::FloatType::kF32;
+    case DType::kBF16:
+      return cuda::FloatType::kBF16;
+    case DType::kF16:
+      return cuda::FloatType::kF16;
+    default:
+      refuse_cuda_dtype(op, dtype);
+  }
+}
+
 }  // namespace headroom

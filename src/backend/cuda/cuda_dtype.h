@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "float_type.h"  // cuda/: the dtypes the kernels take
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
@@ -16,6 +17,10 @@ namespace headroom {
 // must not get a silently wrong tensor meanwhile. Nothing has been launched.
 [[noreturn]] void refuse_cuda_dtype(const char* op, const std::string& dtypes);
 [[noreturn]] void refuse_cuda_dtype(const char* op, DType dtype);
+
+// The kernels' storage type of a floating tensor of `dtype`; refused
+// (refuse_cuda_dtype, naming `op`) for any other dtype.
+cuda::FloatType float_type_of(const char* op, DType dtype);
 
 // A bf16 or fp16 tensor's elements as their 16 bits.
 inline uint16_t* bits16(const Tensor& x) {

@@ -34,19 +34,6 @@ namespace headroom {
 
 namespace {
 
-cuda::DenseFloat float_type_of(const char* op, DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return cuda::DenseFloat::kF32;
-    case DType::kBF16:
-      return cuda::DenseFloat::kBF16;
-    case DType::kF16:
-      return cuda::DenseFloat::kF16;
-    default:
-      refuse_cuda_dtype(op, std::string(name_of(dtype)));
-  }
-}
-
 // A per-head tensor's layout, as cpu/dense_attention.cc's layout_of reads
 // it: 4-D is head-major (B, n, S, D), 2-D token-major (T, n*D).
 cuda::DenseHeads heads_of(const Tensor& x, const DenseAttentionDims& d) {
@@ -85,7 +72,7 @@ void CudaKernels::dense_attention_mask(const std::vector<int32_t>& cu_seqlens,
                                        const AttentionParams& params,
                                        const DenseAttentionDims& dims, Tensor& mask) {
   if (mask.numel() == 0) return;
-  const cuda::DenseFloat type = float_type_of("dense_attention_mask", mask.dtype());
+  const cuda::FloatType type = float_type_of("dense_attention_mask", mask.dtype());
   HR_CUDA_CHECK(cuda::dense_attention_mask(
       cu_seqlens.data(), static_cast<int64_t>(cu_seqlens.size()) - 1,
       static_cast<uint8_t>(params.mask), params.window, params.mask_block, dims.seq,
@@ -95,8 +82,8 @@ void CudaKernels::dense_attention_mask(const std::vector<int32_t>& cu_seqlens,
 void CudaKernels::dense_attention_heads(const Tensor& src, Tensor& dst,
                                         const DenseAttentionDims& dims, float scale) {
   if (dst.numel() == 0) return;
-  const cuda::DenseFloat from = float_type_of("dense_attention_heads", src.dtype());
-  const cuda::DenseFloat to = float_type_of("dense_attention_heads", dst.dtype());
+  const cuda::FloatType from = float_type_of("dense_attention_heads", src.dtype());
+  const cuda::FloatType to = float_type_of("dense_attention_heads", dst.dtype());
   HR_CUDA_CHECK(cuda::dense_attention_heads(src.raw(), from, heads_of(src, dims), dst.raw(), to,
                                             heads_of(dst, dims), dims.rows, dims.seq, dims.head_dim,
                                             scale, stream()));
@@ -155,7 +142,7 @@ void product_with_heads(CublasLtMatmuls& matmuls, Workspace ws, const DenseAtten
 void CudaKernels::dense_attention_scores(const Tensor& query, const Tensor& key, const Tensor& mask,
                                          const DenseAttentionDims& d, Tensor& scores) {
   if (scores.numel() == 0) return;
-  const cuda::DenseFloat mask_type = float_type_of("dense_attention_scores", mask.dtype());
+  const cuda::FloatType mask_type = float_type_of("dense_attention_scores", mask.dtype());
   // scores = q' k'^T, then + mask: the cpu's dot + mask, one rounding each.
   product_with_heads(matmuls_, workspace_of(workspace_), d, query.data<float>(), false,
                      operand_of(key, d), true, scores.data<float>());

@@ -33,7 +33,7 @@ namespace {
 
 // The kernels' dtype, head_dim and grid limits; a UsageError naming `op`
 // otherwise.
-cuda::FlashFloat flash_type(const char* op, const Tensor& q, const AttentionDims& dims) {
+cuda::FloatType flash_type(const char* op, const Tensor& q, const AttentionDims& dims) {
   if (!cuda::flash_attention_head_dim_supported(dims.head_dim))
     throw UsageError(std::string("cuda ") + op + ": no cuda kernel for head_dim " +
                      std::to_string(dims.head_dim) +
@@ -41,16 +41,7 @@ cuda::FlashFloat flash_type(const char* op, const Tensor& q, const AttentionDims
   if (dims.heads > 65535)  // grid.y
     throw UsageError(std::string("cuda ") + op + ": " + std::to_string(dims.heads) +
                      " heads is more than the kernels' grid allows (65535)");
-  switch (q.dtype()) {
-    case DType::kF32:
-      return cuda::FlashFloat::kF32;
-    case DType::kBF16:
-      return cuda::FlashFloat::kBF16;
-    case DType::kF16:
-      return cuda::FlashFloat::kF16;
-    default:
-      refuse_cuda_dtype(op, std::string(name_of(q.dtype())));
-  }
+  return float_type_of(op, q.dtype());
 }
 
 cuda::FlashDims flash_dims(const AttentionDims& dims, const AttentionParams& params) {
@@ -74,7 +65,7 @@ void CudaKernels::attention_forward(const Tensor& q, const Tensor& k, const Tens
                                     const std::vector<int32_t>& cu_seqlens,
                                     const AttentionParams& params, const AttentionDims& dims,
                                     Tensor& out, Tensor& lse) {
-  const cuda::FlashFloat type = flash_type("attention_forward", q, dims);
+  const cuda::FloatType type = flash_type("attention_forward", q, dims);
   if (dims.tokens == 0) return;
   HR_CUDA_CHECK(cuda::flash_attention_forward(q.raw(), k.raw(), v.raw(), cu_seqlens.data(),
                                               documents_of(cu_seqlens), flash_dims(dims, params),
@@ -87,7 +78,7 @@ void CudaKernels::attention_backward(const Tensor& d_out, const Tensor& q, const
                                      const AttentionParams& params, const AttentionDims& dims,
                                      AttentionBackwardScratch& scratch, Tensor& dq, Tensor& dk,
                                      Tensor& dv) {
-  const cuda::FlashFloat type = flash_type("attention_backward", q, dims);
+  const cuda::FloatType type = flash_type("attention_backward", q, dims);
   if (dims.tokens == 0) return;
   const cuda::FlashDims d = flash_dims(dims, params);
   float* delta = scratch.delta.data<float>();

@@ -10,13 +10,31 @@
 
 namespace headroom {
 
+namespace {
+
+// The front's cublaslt.workspace of this call, as cuBLASLt takes it (null and
+// 0 when the front gave none).
+struct Workspace {
+  void* data = nullptr;
+  uint64_t bytes = 0;
+};
+
+// Keeps the call's workspace tensor in `kept` (CudaKernels::cublaslt_workspace:
+// the dense attention stages' products use it after the first gemm) and
+// returns it as cuBLASLt takes it.
+Workspace take_workspace(const GemmScratch& scratch, const Tensor*& kept) {
+  const Tensor* workspace = scratch.cublaslt_workspace;
+  if (workspace == nullptr) return {};
+  kept = workspace;
+  return {workspace->raw(), workspace->nbytes()};
+}
+
+}  // namespace
+
 void CudaKernels::gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
                        Tensor& c, float alpha, float beta, const GemmDims& dims,
                        GemmScratch& scratch) {
-  const Tensor* workspace = scratch.cublaslt_workspace;
-  if (workspace != nullptr) workspace_ = workspace;
-  void* workspace_data = workspace != nullptr ? workspace->raw() : nullptr;
-  const uint64_t workspace_bytes = workspace != nullptr ? workspace->nbytes() : 0;
+  const Workspace workspace = take_workspace(scratch, workspace_);
   const MatmulShape shape =
       dense_matmul_shape(dims.m, dims.n, dims.k, transpose_a, transpose_b, a.dtype(), c.dtype());
   if (dims.k == 0) {
@@ -28,19 +46,17 @@ void CudaKernels::gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool 
       scale(c, beta);
     return;
   }
-  matmuls_.run(shape, a.raw(), b.raw(), c.raw(), alpha, beta, workspace_data, workspace_bytes);
+  matmuls_.run(shape, a.raw(), b.raw(), c.raw(), alpha, beta, workspace.data, workspace.bytes);
 }
 
 void CudaKernels::gemm_bias(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
                             Tensor& c, const Tensor& bias, const GemmDims& dims,
                             GemmScratch& scratch) {
-  const Tensor* workspace = scratch.cublaslt_workspace;
-  if (workspace != nullptr) workspace_ = workspace;
+  const Workspace workspace = take_workspace(scratch, workspace_);
   const MatmulShape shape =
       dense_matmul_shape(dims.m, dims.n, dims.k, transpose_a, transpose_b, a.dtype(), c.dtype());
   if (dims.k > 0 && matmuls_.run_with_bias(shape, a.raw(), b.raw(), c.raw(), bias.raw(),
-                                           workspace != nullptr ? workspace->raw() : nullptr,
-                                           workspace != nullptr ? workspace->nbytes() : 0))
+                                           workspace.data, workspace.bytes))
     return;
   gemm(a, transpose_a, b, transpose_b, c, 1.0f, 0.0f, dims, scratch);
   bias_forward(c, bias);
