@@ -18,10 +18,14 @@
 # one more run of 100 steps with ONEDNN_VERBOSE=2: the distinct token counts
 # of its micro-batches and the oneDNN primitives made.
 #
-#   bash bench/packed_peer_bench.sh [steps] [rounds]   (repository root, after a build)
+# PyTorch runs [torch_steps] steps (default 5, the first untimed): Debian's
+# PyTorch takes seconds per 2048-token step on a 2-core host.
+#
+#   bash bench/packed_peer_bench.sh [steps] [rounds] [torch_steps]   (repository root, after a build)
 set -euo pipefail
 steps=${1:-20}
 rounds=${2:-3}
+torch_steps=${3:-5}
 bin=$(realpath "${HEADROOM:-build/headroom}")
 bench_dir=$(cd "$(dirname "$0")" && pwd)
 . "$bench_dir/lib.sh"
@@ -63,13 +67,13 @@ headroom_run() {  # dtype name [steps] -> median tok/s
 }
 torch_run() {  # dtype -> median tok/s (torch_qwen3_step.py skips only the first step)
   HEADROOM_PACKED_BINS=bins.json /usr/bin/python3 "$bench_dir/torch_qwen3_step.py" "$1" \
-    "$steps" 512 256 688 4 4 2 64 1 "$row"
+    "$torch_steps" 512 256 688 4 4 2 64 1 "$row"
 }
 
-printf 'host: %s, %s, %s steps x [1, %s] packed, %s rounds; PyTorch %s\n\n' "$(bench_host)" \
-  "$bin" "$steps" "$row" "$rounds" "$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
-printf '| dtype | headroom tok/s per round | PyTorch tok/s per round | headroom | PyTorch | headroom / PyTorch | token counts in 100 steps | primitives made in 100 steps |\n'
-printf '|---|---|---|---|---|---|---|---|\n'
+printf 'host: %s, %s, %s steps (PyTorch %s) x [1, %s] packed, %s rounds; PyTorch %s\n\n' \
+  "$(bench_host)" "$bin" "$steps" "$torch_steps" "$row" "$rounds" "$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
+printf '| dtype | headroom tok/s per round | PyTorch tok/s per round | headroom | PyTorch | headroom / PyTorch | token counts in 100 steps | primitives made in 100 steps | distinct primitives |\n'
+printf '|---|---|---|---|---|---|---|---|---|\n'
 for dtype in fp32 bf16; do
   hr=() pt=()
   for ((r = 0; r < rounds; ++r)); do
@@ -78,6 +82,10 @@ for dtype in fp32 bf16; do
   done
   ONEDNN_VERBOSE=2 headroom_run "$dtype" "hr-$dtype-verbose" 100 > /dev/null
   made=$(grep -c ',create:' "hr-$dtype-verbose.log" || true)
+  # A primitive's descriptor is its create line less the cache outcome and
+  # the time (the last field): made = distinct when none is ever re-made.
+  distinct=$(grep ',create:' "hr-$dtype-verbose.log" | sed -e 's/,create:[a-z_]*,/,create,/' \
+    -e 's/,[^,]*$//' | sort -u | wc -l)
   counts=$(/usr/bin/python3 - "results/hr-$dtype-verbose/trace.rank0.h5" <<'PY'
 import sys, h5py
 with h5py.File(sys.argv[1], "r") as f:
@@ -85,7 +93,7 @@ with h5py.File(sys.argv[1], "r") as f:
 PY
 )
   h=$(echo "${hr[@]}" | bench_median) p=$(echo "${pt[@]}" | bench_median)
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$dtype" "$(echo "${hr[@]}" | tr ' ' /)" \
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$dtype" "$(echo "${hr[@]}" | tr ' ' /)" \
     "$(echo "${pt[@]}" | tr ' ' /)" "$h" "$p" \
-    "$(awk -v h="$h" -v p="$p" 'BEGIN {printf "%.2f", h / p}')" "$counts" "$made"
+    "$(awk -v h="$h" -v p="$p" 'BEGIN {printf "%.2f", h / p}')" "$counts" "$made" "$distinct"
 done
