@@ -1,6 +1,7 @@
 // What would have fitted: an out-of-memory plan or run re-planned on the
 // meta backend for the same target device with one change at a time from a
-// catalogue of knobs, and the changes that fit ranked by what they cost.
+// catalogue of knobs (config/knobs.h), and the changes that fit ranked by
+// what they cost.
 //
 // PyTorch's OOM message names the failing allocation and memory_viz shows
 // what filled the card; neither says which change makes the run fit. Each
@@ -18,36 +19,10 @@
 
 #include "advice/step_cost.h"
 #include "config/config.h"
+#include "config/knobs.h"
 #include "train/run.h"
 
 namespace headroom {
-
-// How far a change moves the training away from the one asked for. The
-// ranking prefers a lower tier at any cost: a run that trains the same
-// model on the same tokens beats a cheaper one that does not.
-enum class KnobEffect : uint8_t {
-  kSameTraining,     // the same updates (up to float summation order): recompute, sharding, offload
-  kSameGlobalBatch,  // the same tokens per optimizer step, split differently (or logits in bf16)
-  kChangesTraining,  // other tokens (truncation) or other parameters trained (LoRA)
-};
-
-// "same training", "same global batch", "changes the training".
-std::string_view name_of(KnobEffect effect);
-
-// One change from the catalogue.
-struct Knob {
-  std::string what;                    // "activation checkpointing of every block"
-  std::vector<std::string> overrides;  // the --set values, in order
-  KnobEffect effect = KnobEffect::kSameTraining;
-  std::string note;  // what it changes beyond memory, e.g. "truncates 12 of 2000 documents"
-};
-
-// The knobs worth planning for `config` at `world_size` ranks: those whose
-// value differs from the config's and that can lower memory. `lengths`, the
-// dataset's document lengths, gives data.max_sample_tokens its 99th
-// percentile (no such knob when empty).
-std::vector<Knob> knob_catalogue(const ExperimentConfig& config, int world_size,
-                                 const std::vector<int64_t>& lengths);
 
 // One plan's outcome, the highest over its ranks.
 struct PlanFigures {

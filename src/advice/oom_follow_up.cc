@@ -26,4 +26,35 @@ void store_oom_follow_up(const std::vector<RankOom>& ooms, const std::vector<Oom
   }
 }
 
+void follow_up_oom(const ExperimentConfig& config, int world_size, const std::vector<RankOom>& ooms,
+                   const PlanFigures* failed, bool advise_too,
+                   const std::function<void(const std::string&)>& say) {
+  std::vector<OomExplanation> whys;
+  for (const RankOom& oom : ooms) {
+    whys.push_back(explain_oom(config, oom.rank, world_size, oom.postmortem));
+    if (&oom == &ooms.front()) say(format_explanation(whys.back()));
+  }
+  std::string advice_text;
+  if (advise_too) {
+    const std::filesystem::path scratch = advice_scratch_folder();
+    try {
+      // A training's own figures are one rank's: its plan has them all.
+      const PlanFigures baseline = failed ? *failed : plan_with(config, world_size, {}, scratch);
+      const Advice advice = advise(config, world_size, baseline, scratch);
+      say(format_advice(advice));
+      advice_text = advice_json(advice);
+    } catch (const Error& e) {
+      say("\nno advice: " + std::string(e.what()) + "\n");
+    }
+  }
+  try {
+    store_oom_follow_up(ooms, whys, advice_text);
+    if (!ooms.empty())
+      say("  " + std::string(advise_too ? "why and what would fit" : "why") + " written to " +
+          ooms.front().trace.string() + " (/oom/advice)\n");
+  } catch (const Error& e) {
+    say("  could not add the advice to the trace: " + std::string(e.what()) + "\n");
+  }
+}
+
 }  // namespace headroom

@@ -2,13 +2,15 @@
 // why it ran out (advice/why.h) and what would have fitted (advice/advice.h),
 // both added to the traces of the ranks that failed (/oom/advice,
 // trace/oom_advice.h), where `report` reads them. The command line prints
-// the texts; these functions print nothing.
+// the texts (through `say`); these functions print nothing.
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "advice/advice.h"
 #include "advice/why.h"
 #include "memory/postmortem.h"
 
@@ -33,5 +35,17 @@ std::filesystem::path advice_scratch_folder();
 // already there either way.
 void store_oom_follow_up(const std::vector<RankOom>& ooms, const std::vector<OomExplanation>& whys,
                          const std::string& advice_json);
+
+// The whole follow-up of the ranks `ooms` of `world_size` running `config`:
+// each rank's explanation (the first one's text said), then, when
+// `advise_too`, the advice measured against `failed` (figures_of the failed
+// plan's ranks; nullptr for a training, whose baseline is planned here), its
+// text said; then both stored in the failing ranks' traces and where they
+// went said. Advice that cannot be had (a disk too full for its plans) is
+// said and skipped, as is a trace that cannot take it: the postmortem is
+// already safe. `say` is called in order, as the texts become known.
+void follow_up_oom(const ExperimentConfig& config, int world_size, const std::vector<RankOom>& ooms,
+                   const PlanFigures* failed, bool advise_too,
+                   const std::function<void(const std::string&)>& say);
 
 }  // namespace headroom

@@ -346,6 +346,13 @@ ExperimentConfig load_config_string(std::string_view toml_text, std::string_view
                                     const std::vector<std::string>& overrides = {},
                                     SweepTable sweep_table = SweepTable::kRefuse);
 
+// `config` with `overrides` applied as --set applies them, the rules between
+// keys left unchecked (config/schema.h's broken_rules asks them): for a
+// caller that completes a change with what the rules require beside it.
+// Throws UsageError for an unknown key or a value its key refuses.
+ExperimentConfig with_overrides_unchecked(const ExperimentConfig& config,
+                                          const std::vector<std::string>& overrides);
+
 // The text of the config file at `path`, read as load_config_file reads it
 // (a regular file of at most 16 MiB), for a caller that parses it twice.
 std::string read_config_text(const std::string& path);

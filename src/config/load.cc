@@ -262,6 +262,15 @@ ExperimentConfig load_config_string(std::string_view toml_text, std::string_view
   return loader.config();
 }
 
+ExperimentConfig with_overrides_unchecked(const ExperimentConfig& config,
+                                          const std::vector<std::string>& overrides) {
+  Loader loader("<config>", SweepTable::kRefuse);
+  loader.apply_file(to_toml(config));
+  loader.apply_overrides(overrides);
+  loader.resolve_defaults();
+  return loader.config();
+}
+
 namespace {
 
 // A config is a page of TOML; anything near this size is not one (a

@@ -3,6 +3,7 @@
 // both halves of the contradiction in one line.
 #include <string>
 
+#include "config/knobs.h"
 #include "config/schema.h"
 #include "config/text.h"
 #include "memory/device_preset.h"
@@ -71,7 +72,8 @@ std::vector<ConfigRule> build_rules() {
                "\"nf4\" freezes the base in 4 bits and trains adapters only, but lora.enabled "
                "= false; set lora.enabled = true (QLoRA) or model.quantization = \"none\"");
          return std::nullopt;
-       }},
+       },
+       adapter_sets()},
       {"model.quantization", "zero.stage", "model.quantization = \"nf4\" requires zero.stage <= 2",
        [](const ExperimentConfig& c) -> Complaint {
          // ZeRO-3 would shard the flat groups but not the NF4 storage, which
@@ -223,7 +225,8 @@ std::vector<ConfigRule> build_rules() {
                "sample per row; use attention.mask = \"document\" (causal within each row)");
          return std::nullopt;
        }},
-      {"zero.offload_optimizer", "zero.stage",
+      {"zero.offload_optimizer",
+       "zero.stage",
        "zero.offload_optimizer = true requires zero.stage >= 1",
        [](const ExperimentConfig& c) -> Complaint {
          // Offload moves each rank's optimizer shard to the host; stage 0 has no
@@ -231,7 +234,9 @@ std::vector<ConfigRule> build_rules() {
          if (c.zero.offload_optimizer && c.zero.stage < 1)
            return "true requires zero.stage >= 1, got zero.stage = " + std::to_string(c.zero.stage);
          return std::nullopt;
-       }},
+       },
+       // At one rank stage 1 shards nothing: it only lets offload happen.
+       {"zero.stage=1"}},
       {"memory.device", "run.backend", "memory.device names a GPU: run.backend != \"cpu\"",
        [](const ExperimentConfig& c) -> Complaint {
          // A cpu run only runs on its host, whose memory no preset describes.
@@ -283,6 +288,13 @@ std::vector<ConfigRule> build_rules() {
 const std::vector<ConfigRule>& config_rules() {
   static const std::vector<ConfigRule> rules = build_rules();
   return rules;
+}
+
+std::vector<const ConfigRule*> broken_rules(const ExperimentConfig& config) {
+  std::vector<const ConfigRule*> broken;
+  for (const ConfigRule& rule : config_rules())
+    if (rule.check(config)) broken.push_back(&rule);
+  return broken;
 }
 
 }  // namespace headroom

@@ -51,9 +51,17 @@ struct ConfigRule {
   // nullopt when the config obeys the rule, else the complaint that follows
   // "<key>: ", naming `other` and its value.
   std::function<std::optional<std::string>(const ExperimentConfig&)> check;
+  // The --set values that satisfy the rule for a change of `other` that
+  // breaks it, set beside the change (config/knobs.h: offload's
+  // zero.stage=1); empty when no such value lowers memory, and a change
+  // that breaks the rule does not apply.
+  std::vector<std::string> companions = {};
 };
 
 const std::vector<ConfigRule>& config_rules();
+
+// The rules `config` breaks, in config_rules() order.
+std::vector<const ConfigRule*> broken_rules(const ExperimentConfig& config);
 
 // The table that lists a sweep's varied keys (sweep/sweep_spec.h); the loader
 // knows its name so that it is neither an unknown section nor a typo target.

@@ -4,7 +4,8 @@
 
 #include <algorithm>
 
-#include "advice/advice.h"
+#include "config/knobs.h"
+#include "config/schema.h"
 
 namespace headroom {
 namespace {
@@ -117,6 +118,68 @@ TEST(KnobCatalogue, EveryKnobLoadsAsTheConfigWithItsSetValues) {
     ASSERT_NO_THROW(changed = load_config_string(to_toml(c), "test", knob.overrides));
     EXPECT_FALSE(changed == c) << "a knob that changes nothing";
   }
+}
+
+TEST(KnobCatalogue, TurnsOnlyKeysOfTheSchema) {
+  for (const KnobSpec& spec : knob_table())
+    EXPECT_NE(find_config_key(spec.key), nullptr) << spec.key;
+}
+
+TEST(KnobCatalogue, TakesWhatAChangeNeedsBesideItFromTheRules) {
+  ExperimentConfig c = gpu_config();
+  c.zero.stage = 0;
+  const std::vector<Knob> knobs = knob_catalogue(c, 1, {});
+  const auto offload = std::find_if(knobs.begin(), knobs.end(), [](const Knob& k) {
+    return has(k.overrides, "zero.offload_optimizer=true");
+  });
+  ASSERT_NE(offload, knobs.end());
+  EXPECT_EQ(offload->overrides,
+            (std::vector<std::string>{"zero.stage=1", "zero.offload_optimizer=true"}))
+      << "the rule's companion first, as a user sets the requirement";
+  const auto qlora = std::find_if(knobs.begin(), knobs.end(), [](const Knob& k) {
+    return has(k.overrides, "model.quantization=nf4");
+  });
+  ASSERT_NE(qlora, knobs.end());
+  std::vector<std::string> expected = adapter_sets();
+  expected.insert(expected.end(), {"model.quantization=nf4", "model.double_quant=true"});
+  EXPECT_EQ(qlora->overrides, expected) << "NF4 requires LoRA: its adapters come along";
+
+  c.zero.stage = 1;
+  for (const Knob& k : knob_catalogue(c, 1, {}))
+    EXPECT_FALSE(has(k.overrides, "zero.stage=1")) << k.what << ": stage 1 already";
+  c.lora.enabled = true;
+  for (const Knob& k : knob_catalogue(c, 1, {})) {
+    if (has(k.overrides, "model.quantization=nf4")) {
+      EXPECT_EQ(k.overrides.size(), 2u) << "LoRA already on: only the base's 4 bits";
+    }
+  }
+}
+
+TEST(KnobCatalogue, LeavesOutAChangeThatBreaksARuleWithoutCompanions) {
+  ExperimentConfig c = gpu_config();
+  c.zero.stage = 3;  // NF4 requires zero.stage <= 2, and lowering the stage adds memory
+  for (const Knob& k : knob_catalogue(c, 4, {}))
+    EXPECT_FALSE(has(k.overrides, "model.quantization=nf4")) << k.what;
+}
+
+TEST(KnobCatalogue, RuleCompanionsSatisfyTheirRules) {
+  for (const ConfigRule& rule : config_rules())
+    for (const std::string& companion : rule.companions) {
+      SCOPED_TRACE(rule.doc);
+      EXPECT_NO_THROW(with_overrides_unchecked(ExperimentConfig{}, {companion})) << companion;
+    }
+  // The two rules that have companions, broken and then completed.
+  ExperimentConfig offload;
+  offload.zero.offload_optimizer = true;
+  ASSERT_EQ(broken_rules(offload).size(), 1u);
+  EXPECT_TRUE(
+      broken_rules(with_overrides_unchecked(offload, broken_rules(offload).front()->companions))
+          .empty());
+  ExperimentConfig nf4;
+  nf4.model.quantization = ModelSection::Quantization::kNf4;
+  ASSERT_EQ(broken_rules(nf4).size(), 1u);
+  EXPECT_TRUE(
+      broken_rules(with_overrides_unchecked(nf4, broken_rules(nf4).front()->companions)).empty());
 }
 
 }  // namespace
