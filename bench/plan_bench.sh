@@ -4,8 +4,10 @@
 # Target: under 2 s. Prints the median of 5 runs and the planned peaks.
 #
 #   bash bench/plan_bench.sh                 (from the repository root, after a build)
+#
+# HEADROOM=other/headroom times another binary.
 set -euo pipefail
-bin=$(pwd)/build/headroom
+bin=$(realpath "${HEADROOM:-build/headroom}")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"

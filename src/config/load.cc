@@ -264,10 +264,11 @@ ExperimentConfig load_config_string(std::string_view toml_text, std::string_view
 
 ExperimentConfig with_overrides_unchecked(const ExperimentConfig& config,
                                           const std::vector<std::string>& overrides) {
+  // Set on a copy, with no TOML round trip: the catalogue asks this of
+  // every knob, and `config` is already resolved.
   Loader loader("<config>", SweepTable::kRefuse);
-  loader.apply_file(to_toml(config));
+  loader.config() = config;
   loader.apply_overrides(overrides);
-  loader.resolve_defaults();
   return loader.config();
 }
 
