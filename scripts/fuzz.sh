@@ -30,7 +30,7 @@ mkdir -p "$findings"
 declare -A dict=(
   [config]=toml [sweep]=toml
   [safetensors]=json [safetensors_index]=json [model_config]=json
-  [tokenizer_json]=json [jsonl]=json
+  [tokenizer_json]=json [jsonl]=json [train_state]=json [shard_index]=json
 )
 
 failed=0
