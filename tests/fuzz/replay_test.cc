@@ -13,14 +13,14 @@
 #include <string>
 #include <vector>
 
-#define HEADROOM_FUZZ_TARGET_LIST(X)                                                  \
-  X(config)                                                                           \
-  X(sweep)                                                                            \
-  X(token_dataset)                                                                    \
-  X(trace)                                                                            \
-  X(safetensors)                                                                      \
-  X(safetensors_index) X(model_config) X(tokenizer_json) X(tokenizer_encode) X(jsonl) \
-      X(train_state) X(shard_index)
+#define HEADROOM_FUZZ_TARGET_LIST(X) \
+  X(config)                          \
+  X(sweep)                           \
+  X(token_dataset)                   \
+  X(trace)                           \
+  X(safetensors)                     \
+  X(safetensors_index)               \
+  X(model_config) X(tokenizer_json) X(tokenizer_encode) X(jsonl) X(train_state) X(shard_index)
 
 #define HEADROOM_DECLARE_TARGET(name) extern "C" int fuzz_##name(const uint8_t*, size_t);
 HEADROOM_FUZZ_TARGET_LIST(HEADROOM_DECLARE_TARGET)
