@@ -1,7 +1,9 @@
 // Block-sparse flash attention forward on cuda (cpu/attention.cc's forward):
 // out = softmax(scale q k^T) v over each query's visible keys, lse written.
 //
-// SIMT (CUDA cores, fp32 FMA), FlashAttention-2's loop, not tensor cores.
+// SIMT (CUDA cores, fp32 FMA), FlashAttention-2's loop: fp32, and bf16 /
+// fp16 where flash_attention_forward_mma.cu's tensor cores do not take the
+// call (an unaligned pointer).
 // Grid: x = query tiles of kBQ = 64 tokens of a document chunk, y = heads.
 // Block: 256 threads, row group ty = tid / 16 owns query rows ty + 16 i
 // (i < 4), column group tx = tid % 16 owns keys tx + 16 j (j < 2) of a key
@@ -201,6 +203,15 @@ bool flash_attention_head_dim_supported(int64_t head_dim) {
 cudaError_t flash_attention_forward(const void* q, const void* k, const void* v, const int32_t* cu,
                                     int64_t documents, const FlashDims& dims, FloatType type,
                                     void* out, float* lse, cudaStream_t stream) {
+  if (flash_attention_forward_on_tensor_cores(q, k, v, out, dims, type))
+    return flash_attention_forward_mma(q, k, v, cu, documents, dims, type, out, lse, stream);
+  return flash_attention_forward_simt(q, k, v, cu, documents, dims, type, out, lse, stream);
+}
+
+cudaError_t flash_attention_forward_simt(const void* q, const void* k, const void* v,
+                                         const int32_t* cu, int64_t documents,
+                                         const FlashDims& dims, FloatType type, void* out,
+                                         float* lse, cudaStream_t stream) {
   if (dims.tokens == 0 || dims.heads == 0) return cudaSuccess;
   return with_float_type(type, [&](auto* tag) -> cudaError_t {
     using T = std::remove_pointer_t<decltype(tag)>;

@@ -39,10 +39,33 @@ struct FlashDims {
 bool flash_attention_head_dim_supported(int64_t head_dim);
 
 // out = softmax(scale q k^T over the visible keys) v per head; lse[h, i] =
-// logsumexp over query i's visible keys of scale q_i . k_j.
+// logsumexp over query i's visible keys of scale q_i . k_j. On tensor cores
+// (flash_attention_forward_mma) where they take the call, else SIMT.
 cudaError_t flash_attention_forward(const void* q, const void* k, const void* v, const int32_t* cu,
                                     int64_t documents, const FlashDims& dims, FloatType type,
                                     void* out, float* lse, cudaStream_t stream);
+
+// The same on CUDA cores in fp32 FMAs, any FloatType
+// (flash_attention_forward.cu).
+cudaError_t flash_attention_forward_simt(const void* q, const void* k, const void* v,
+                                         const int32_t* cu, int64_t documents,
+                                         const FlashDims& dims, FloatType type, void* out,
+                                         float* lse, cudaStream_t stream);
+
+// Whether flash_attention_forward_mma takes a call: bf16 or fp16, a head_dim
+// of flash_attention_head_dim_supported, and q, k, v, out 16-byte aligned
+// (its copies are 16-byte pieces).
+bool flash_attention_forward_on_tensor_cores(const void* q, const void* k, const void* v,
+                                             const void* out, const FlashDims& dims,
+                                             FloatType type);
+
+// The same on tensor cores, mma.sync m16n8k16 with fp32 accumulation
+// (flash_attention_forward_mma.cu; P is rounded to the operand dtype before
+// P V, as FlashAttention-2 does); cudaErrorInvalidValue for a call it does
+// not take.
+cudaError_t flash_attention_forward_mma(const void* q, const void* k, const void* v,
+                                        const int32_t* cu, int64_t documents, const FlashDims& dims,
+                                        FloatType type, void* out, float* lse, cudaStream_t stream);
 
 // delta[h, i] = rowsum(d_out * out) of query i, head h (fp32).
 cudaError_t flash_attention_delta(const void* d_out, const void* out, const FlashDims& dims,

@@ -22,7 +22,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 out=build-device-bundle
-binaries=(headroom tests/backend/test_op_harness tests/cuda/test_cuda tests/cuda/test_nccl)
+binaries=(headroom tests/backend/test_op_harness tests/cuda/test_cuda tests/cuda/test_nccl
+  bench/flash_attention_bench)
 
 for b in "${binaries[@]}"; do
   [[ -x $build/$b ]] || { echo "device-bundle: $build/$b is missing (build it first: cmake --build $build)" >&2; exit 2; }
@@ -62,7 +63,7 @@ if [[ -d /usr/lib/x86_64-linux-gnu/openmpi ]]; then
 fi
 cp scripts/device-check.sh "$stage/bundle/scripts/"
 # PyTorch's side of the speed comparison (the device has PyTorch).
-mkdir -p "$stage/bundle/bench" && cp bench/torch_qwen3_step.py "$stage/bundle/bench/"
+mkdir -p "$stage/bundle/bench" && cp bench/torch_qwen3_step.py bench/torch_attention_bench.py "$stage/bundle/bench/"
 # The quickstart experiment (also embedded in headroom), for the cuda run.
 cp experiments/quickstart.toml "$stage/bundle/"
 

@@ -21,6 +21,10 @@
 #      of AdamW at lr 3e-3 amplify rounding-level differences).
 #   5. Speed: qwen3-0.6b in bf16 at 4096 tokens per step on cuda, against
 #      PyTorch eager and SDPA on the same GPU (bench/torch_qwen3_step.py).
+#   6. Attention forward speed, bf16, head_dim 128, T = 4096..16384, causal,
+#      sliding window and documents: the SIMT and tensor-core kernels
+#      (bench/flash_attention_bench) against PyTorch's SDPA and
+#      FlexAttention (bench/torch_attention_bench.py).
 # Output goes to $OUT (the device tool's folder) when set, else to
 # device-check-out/: one log per step and summary.txt. Exit 1 if any failed.
 set -uo pipefail
@@ -172,6 +176,24 @@ for row in "PyTorch eager:$eager_tps" "PyTorch SDPA:$sdpa_tps"; do
   name=${row%%:*} tps=${row##*:}
   say "| $name | $tps | $(mfu "$tps") | $(awk -v h="$headroom_tps" -v t="$tps" 'BEGIN {if (t + 0 == 0) print "-"; else printf "%.2f", h / t}') |"
 done
+
+# Attention forward speed: the SIMT and tensor-core kernels, then PyTorch's
+# SDPA (flash) and FlexAttention on the same shapes (bench/README.md).
+flash_bench=$([[ $mode == bundle ]] && echo "$bin/flash_attention_bench" || echo "$dir/bench/flash_attention_bench")
+torch_attention=$dir/bench/torch_attention_bench.py
+[[ -f $torch_attention ]] || torch_attention=$(cd "$(dirname "$0")/.." && pwd)/bench/torch_attention_bench.py
+say ""
+if [[ -x $flash_bench ]]; then
+  timeout 90 "$flash_bench" 10 > "$out/attention_headroom.log" 2>&1
+  say "attention speed, headroom: rc=$?"
+  tee -a "$summary" < "$out/attention_headroom.log"
+else
+  say "attention speed: MISSING ($flash_bench)"
+  status=1
+fi
+timeout 180 python3 "$torch_attention" 10 > "$out/attention_torch.log" 2>&1
+say "attention speed, PyTorch: rc=$?"
+tee -a "$summary" < "$out/attention_torch.log"
 
 rm -rf "$work"
 say "device-check: exit $status"

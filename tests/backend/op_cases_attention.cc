@@ -82,7 +82,14 @@ std::vector<AttentionShape> attention_shapes() {
       {kF32, {30, 7}, 6, 1, 12, 32, 5},            // MQA, sliding window
       {kBF16, {70}, 4, 1, 64},                     // head_dim 64, T not a multiple of 64
       {kBF16, {1, 64, 63, 1}, 2, 1, 32, 128, 40},  // largest block, window
-      {kF32, {0}, 2, 2, 4, 16},                    // T = 0: one empty document
+      // The cuda tensor-core kernel's head_dims (64, 128) in both 16-bit
+      // dtypes: causal with GQA 2; documents shorter than its 64-token
+      // tiles beside one over three; a window that fits no tile; dflash.
+      {kBF16, {50, 1, 79}, 4, 2, 128, 64, 0, false, AttentionMaskKind::kCausal},
+      {kF16, {70, 3, 200}, 4, 4, 128},
+      {kF16, {150}, 2, 1, 64, 32, 40},
+      {kBF16, {100, 30}, 2, 1, 64, 16, 0, false, AttentionMaskKind::kDflashBlock, 40},
+      {kF32, {0}, 2, 2, 4, 16},  // T = 0: one empty document
       // causal across documents; dflash blocks that straddle tiles and
       // documents, of one token, of a whole document.
       {kF32, {50, 1, 79}, 4, 2, 16, 64, 0, false, AttentionMaskKind::kCausal},
