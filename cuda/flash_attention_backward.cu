@@ -7,7 +7,8 @@
 // In two passes like the cpu, each recomputing the P it needs, so no output
 // is shared between blocks: no atomics, no partial buffers, deterministic.
 //
-// SIMT (CUDA cores, fp32 FMA), not tensor cores. 256 threads as 16 row
+// SIMT (CUDA cores, fp32 FMA): fp32, and bf16 / fp16 where
+// flash_attention_backward_mma.cu's tensor cores do not take the call. 256 threads as 16 row
 // groups ty x 16 column groups tx (a row's column groups are one half-warp).
 // Tiles fixed at 32 x 32 whatever params.block_size is (it only sets the
 // cpu's tile plan; the pairs walked here are the same visible set).
@@ -381,6 +382,18 @@ cudaError_t flash_attention_backward(const void* d_out, const void* q, const voi
                                      const float* lse, const float* delta, const int32_t* cu,
                                      int64_t documents, const FlashDims& dims, FloatType type,
                                      void* dq, void* dk, void* dv, cudaStream_t stream) {
+  if (flash_attention_backward_on_tensor_cores(d_out, q, k, v, dq, dk, dv, dims, type))
+    return flash_attention_backward_mma(d_out, q, k, v, lse, delta, cu, documents, dims, type, dq,
+                                        dk, dv, stream);
+  return flash_attention_backward_simt(d_out, q, k, v, lse, delta, cu, documents, dims, type, dq,
+                                       dk, dv, stream);
+}
+
+cudaError_t flash_attention_backward_simt(const void* d_out, const void* q, const void* k,
+                                          const void* v, const float* lse, const float* delta,
+                                          const int32_t* cu, int64_t documents,
+                                          const FlashDims& dims, FloatType type, void* dq, void* dk,
+                                          void* dv, cudaStream_t stream) {
   if (dims.tokens == 0 || dims.heads == 0) return cudaSuccess;
   return with_float_type(type, [&](auto* tag) -> cudaError_t {
     using T = std::remove_pointer_t<decltype(tag)>;

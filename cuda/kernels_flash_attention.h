@@ -72,13 +72,39 @@ cudaError_t flash_attention_delta(const void* d_out, const void* out, const Flas
                                   FloatType type, float* delta, cudaStream_t stream);
 
 // dq, dk, dv written from d_out, q, k, v, lse (forward's) and delta
-// (flash_attention_delta's, queued before): FlashAttention-2's equations,
+// (flash_attention_delta's, queued before), on tensor cores where they take
+// the call, else SIMT: FlashAttention-2's equations,
 // P = exp(scale S - lse), dS = P * (dO V^T - delta), dq = scale dS K,
 // dk = scale dS^T Q (summed over the kv head's query heads), dv = P^T dO.
 cudaError_t flash_attention_backward(const void* d_out, const void* q, const void* k, const void* v,
                                      const float* lse, const float* delta, const int32_t* cu,
                                      int64_t documents, const FlashDims& dims, FloatType type,
                                      void* dq, void* dk, void* dv, cudaStream_t stream);
+
+// The same on CUDA cores in fp32 FMAs, any FloatType
+// (flash_attention_backward.cu); flash_attention_backward calls it where the
+// tensor cores do not take the call.
+cudaError_t flash_attention_backward_simt(const void* d_out, const void* q, const void* k,
+                                          const void* v, const float* lse, const float* delta,
+                                          const int32_t* cu, int64_t documents,
+                                          const FlashDims& dims, FloatType type, void* dq, void* dk,
+                                          void* dv, cudaStream_t stream);
+
+// Whether flash_attention_backward_mma takes a call: bf16 or fp16, a
+// supported head_dim, every pointer 16-byte aligned.
+bool flash_attention_backward_on_tensor_cores(const void* d_out, const void* q, const void* k,
+                                              const void* v, const void* dq, const void* dk,
+                                              const void* dv, const FlashDims& dims,
+                                              FloatType type);
+
+// The same on tensor cores (flash_attention_backward_mma.cu; P and dS
+// rounded to the operand dtype before the products they feed);
+// cudaErrorInvalidValue for a call it does not take.
+cudaError_t flash_attention_backward_mma(const void* d_out, const void* q, const void* k,
+                                         const void* v, const float* lse, const float* delta,
+                                         const int32_t* cu, int64_t documents,
+                                         const FlashDims& dims, FloatType type, void* dq, void* dk,
+                                         void* dv, cudaStream_t stream);
 
 }  // namespace headroom::cuda
 
