@@ -22,9 +22,10 @@ BlockParam weight_of(LoraTarget projection) {
   return kWeights[projection];
 }
 
-std::pair<int64_t, int64_t> projection_shape(const ModelConfig& c, LoraTarget t) {
-  const int64_t C = c.hidden_size, F = c.intermediate_size;
-  const int64_t HD = c.num_heads * c.head_dim, KVD = c.num_kv_heads * c.head_dim;
+std::pair<int64_t, int64_t> projection_shape(const ModelConfig& c, LoraTarget t,
+                                             int tensor_parallel) {
+  const int64_t N = tensor_parallel, C = c.hidden_size, F = c.intermediate_size / N;
+  const int64_t HD = c.num_heads / N * c.head_dim, KVD = c.num_kv_heads / N * c.head_dim;
   switch (t) {
     case kLoraQ:
       return {HD, C};
@@ -51,15 +52,15 @@ const char* projection_tag(LoraTarget t) {
 }
 
 std::vector<GroupLayout> transformer_layouts(const ModelConfig& c, const LoraOptions& lora,
-                                             bool nf4) {
-  const int64_t C = c.hidden_size, V = c.vocab_size;
-  const int64_t HD = c.num_heads * c.head_dim, KVD = c.num_kv_heads * c.head_dim;
+                                             bool nf4, int tensor_parallel) {
+  const int64_t N = tensor_parallel, C = c.hidden_size, V = c.vocab_size;
+  const int64_t HD = c.num_heads / N * c.head_dim, KVD = c.num_kv_heads / N * c.head_dim;
   std::vector<GroupLayout> layouts;
   layouts.push_back(GroupLayout::make("embed", {{"model.embed_tokens.weight", {V, C}}}));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = layer_name(l);
     auto projection = [&](LoraTarget t) {
-      const auto [out, in] = projection_shape(c, t);
+      const auto [out, in] = projection_shape(c, t, tensor_parallel);
       return ParamSpec{p + module_of(t) + ".weight", {out, in}, nf4};
     };
     std::vector<ParamSpec> specs = {
@@ -97,7 +98,7 @@ std::vector<GroupLayout> transformer_layouts(const ModelConfig& c, const LoraOpt
     for (int t = 0; t < kNumLoraTargets; ++t) {
       const LoraTarget target = static_cast<LoraTarget>(t);
       if (!lora.targets_contain(target)) continue;
-      const auto [out, in] = projection_shape(c, target);
+      const auto [out, in] = projection_shape(c, target, tensor_parallel);
       specs.push_back({p + module_of(target) + ".lora_A.weight", {lora.rank, in}});
       specs.push_back({p + module_of(target) + ".lora_B.weight", {out, lora.rank}});
     }

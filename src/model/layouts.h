@@ -41,15 +41,21 @@ enum BlockParam : int {
 
 // The block weight of each projection LoRA can adapt (and NF4 stores).
 BlockParam weight_of(LoraTarget projection);
-// (out, in) of a projection's weight.
-std::pair<int64_t, int64_t> projection_shape(const ModelConfig& config, LoraTarget projection);
+// (out, in) of a projection's weight; with `tensor_parallel` N > 1 one
+// rank's part of it (tensor_parallel.h: out / N rows of a column-parallel
+// projection, in / N columns of a row-parallel one).
+std::pair<int64_t, int64_t> projection_shape(const ModelConfig& config, LoraTarget projection,
+                                             int tensor_parallel = 1);
 // "attn.q", "mlp.down": the tag of a projection's output within its block.
 const char* projection_tag(LoraTarget projection);
 
 // The layouts of a model's groups (embed, blocks, head), with HF names; with
 // LoRA those are frozen and the adapter groups follow; with `nf4` the block
-// projections are quantized specs.
+// projections are quantized specs; with `tensor_parallel` N > 1 the blocks
+// hold one rank's part of each projection and bias (the names stay Hugging
+// Face's, the shapes are the part's).
 std::vector<GroupLayout> transformer_layouts(const ModelConfig& config,
-                                             const LoraOptions& lora = {}, bool nf4 = false);
+                                             const LoraOptions& lora = {}, bool nf4 = false,
+                                             int tensor_parallel = 1);
 
 }  // namespace headroom

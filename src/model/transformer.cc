@@ -5,6 +5,7 @@
 #include <random>
 #include <string>
 
+#include "comm/communicator.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -45,10 +46,22 @@ Transformer::Transformer(Backend& backend, const ModelConfig& config,
     : backend_(backend),
       config_(config),
       options_(options),
-      layouts_(transformer_layouts(config, options.lora, options.nf4)),
+      layouts_(
+          transformer_layouts(config, options.lora, options.nf4, options.tensor_parallel.size)),
       residency_(residency) {
-  attention_.heads = config.num_heads;
-  attention_.kv_heads = config.num_kv_heads;
+  const TensorParallel& tp = options.tensor_parallel;
+  if (const std::string problem = tensor_parallel_problem(config, tp.size); !problem.empty())
+    throw UsageError(config.name + ": " + problem);
+  HR_CHECK(!tp.enabled() ||
+               (tp.group && tp.group->world_size() == tp.size && tp.group->rank() == tp.rank),
+           "tensor parallelism needs its group's communicator");
+  HR_CHECK(!tp.enabled() || (!options.lora.enabled && !options.nf4),
+           "tensor parallelism with LoRA or NF4 is not implemented yet");
+  heads_ = config.num_heads / tp.size;
+  kv_heads_ = config.num_kv_heads / tp.size;
+  ffn_ = config.intermediate_size / tp.size;
+  attention_.heads = heads_;
+  attention_.kv_heads = kv_heads_;
   attention_.head_dim = config.head_dim;
   attention_.block_size = options.attention_block_size;
   attention_.mask = options.attention_mask;
@@ -179,6 +192,8 @@ void Transformer::init_random(uint64_t seed) {
         backend_.fill(w, 1.0f);
       } else if (is_bias) {
         backend_.fill(w, 0.0f);
+      } else if (options_.tensor_parallel.enabled() && g >= 1 && g + 1 < num_base_groups()) {
+        fill_uniform_part(g, i, seed * 1000003 + stream, a);
       } else {
         backend_.fill_uniform(w, seed * 1000003 + stream, -a, a);
       }
@@ -295,8 +310,8 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
                                                    bool keep_all) {
   Backend& b = backend_;
   const DType dt = options_.dtype;
-  const int64_t T = batch.size(), C = config_.hidden_size, F = config_.intermediate_size;
-  const int64_t H = config_.num_heads, KV = config_.num_kv_heads, D = config_.head_dim;
+  const int64_t T = batch.size(), C = config_.hidden_size, F = ffn_;
+  const int64_t H = heads_, KV = kv_heads_, D = config_.head_dim;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const float theta = static_cast<float>(config_.rope_theta);
 
@@ -347,6 +362,7 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
   {
     Tensor o = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn.o_proj"));
     project_forward(b, projection(l, kLoraO, false), s.att, o, s.lora[kLoraO]);  // (T, C)
+    sum_over_tensor_group(o, tag(l, "attn.o_proj"));  // row-parallel: a partial sum
     s.x2 = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn.residual"));
     b.add(x, o, s.x2);
   }
@@ -367,6 +383,7 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
   {
     Tensor m = b.empty({T, C}, dt, Category::kActivation, tag(l, "mlp.down"));
     project_forward(b, projection(l, kLoraDown, false), s.act, m, s.lora[kLoraDown]);  // (T, C)
+    sum_over_tensor_group(m, tag(l, "mlp.down"));
     // The next block's input: kept alone, as a checkpoint, when that block
     // recomputes its activations.
     const bool next_checkpointed = is_checkpointed(l + 1);
@@ -391,8 +408,8 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
 Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, const Batch& batch) {
   Backend& b = backend_;
   const DType dt = options_.dtype;
-  const int64_t T = batch.size(), C = config_.hidden_size, F = config_.intermediate_size;
-  const int64_t H = config_.num_heads, KV = config_.num_kv_heads, D = config_.head_dim;
+  const int64_t T = batch.size(), C = config_.hidden_size, F = ffn_;
+  const int64_t H = heads_, KV = kv_heads_, D = config_.head_dim;
   const float theta = static_cast<float>(config_.rope_theta);
 
   // MLP: y = x2 + down(silu(gate(h2)) * up(h2))
@@ -412,6 +429,7 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
     project_backward(b, gate, d_gate, s.h2, d_h2, 0.0f, s.lora[kLoraGate]);  // (T, C)
     project_backward(b, up, d_up, s.h2, d_h2, 1.0f, s.lora[kLoraUp]);
   }
+  sum_over_tensor_group(d_h2, tag(l, "mlp_norm.out.grad"));  // column-parallel: partial
   d_gate = Tensor(), d_up = Tensor(), s.h2 = Tensor();
   Tensor dx2 = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn.residual.grad"));
   Tensor dw_mlp_norm = block_grad(l, kMlpNorm);
@@ -447,10 +465,12 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
     Tensor dk_pre = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.k_pre.grad"));
     Tensor dq_rows = dq_pre.view({T * H, D}), dk_rows = dk_pre.view({T * KV, D});
     Tensor dw_q_norm = block_grad(l, kQNorm), dw_k_norm = block_grad(l, kKNorm);
-    b.rmsnorm_backward(dq.view({T * H, D}), s.q_pre.view({T * H, D}), block_param(l, kQNorm),
-                       s.rstd_q, dq_rows, dw_q_norm);
-    b.rmsnorm_backward(dk.view({T * KV, D}), s.k_pre.view({T * KV, D}), block_param(l, kKNorm),
-                       s.rstd_k, dk_rows, dw_k_norm);
+    rmsnorm_backward_of_own_heads(dq.view({T * H, D}), s.q_pre.view({T * H, D}),
+                                  block_param(l, kQNorm), s.rstd_q, dq_rows, dw_q_norm,
+                                  tag(l, "attn.q_norm.grad"));
+    rmsnorm_backward_of_own_heads(dk.view({T * KV, D}), s.k_pre.view({T * KV, D}),
+                                  block_param(l, kKNorm), s.rstd_k, dk_rows, dw_k_norm,
+                                  tag(l, "attn.k_norm.grad"));
     dq = dq_pre, dk = dk_pre;
     s.q_pre = Tensor(), s.k_pre = Tensor(), s.rstd_q = Tensor(), s.rstd_k = Tensor();
   }
@@ -462,6 +482,7 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
     project_backward(b, k, dk, s.h, d_h, 1.0f, s.lora[kLoraK]);
     project_backward(b, v, dv, s.h, d_h, 1.0f, s.lora[kLoraV]);
   }
+  sum_over_tensor_group(d_h, tag(l, "attn_norm.out.grad"));
   dq = Tensor(), dk = Tensor(), dv = Tensor(), s.h = Tensor(), s.v = Tensor();
   Tensor dx = b.empty({T, C}, dt, Category::kActivation, tag(l, "in.grad"));
   Tensor dw_attn_norm = block_grad(l, kAttnNorm);
@@ -469,6 +490,61 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
   d_h = Tensor(), s.rstd1 = Tensor(), s.x = Tensor();
   b.add(dx, dx2, dx);
   return dx;
+}
+
+void Transformer::sum_over_tensor_group(Tensor& partial, const std::string& what) {
+  const TensorParallel& tp = options_.tensor_parallel;
+  if (tp.enabled()) tp.group->all_reduce_sum(backend_, partial, what);
+}
+
+void Transformer::rmsnorm_backward_of_own_heads(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                                const Tensor& rstd, Tensor& dx, Tensor& dw,
+                                                const std::string& what) {
+  if (!options_.tensor_parallel.enabled() || !dw.defined()) {
+    backend_.rmsnorm_backward(dy, x, w, rstd, dx, dw);
+    return;
+  }
+  // dw accumulates over micro-batches: only this micro-batch's part is
+  // summed over the group, then added.
+  Tensor part = backend_.empty(dw.shape(), dw.dtype(), Category::kGrad, what);
+  backend_.fill(part, 0.0f);
+  backend_.rmsnorm_backward(dy, x, w, rstd, dx, part);
+  sum_over_tensor_group(part, what);
+  backend_.add(dw, part, dw);
+}
+
+void Transformer::fill_uniform_part(size_t g, size_t i, uint64_t seed, float bound) {
+  const TensorParallel& tp = options_.tensor_parallel;
+  const ParamSpec& spec = layouts_[g].specs[i];
+  Tensor& part = params_[g].views[i];
+  // The whole projection or bias as one rank draws it, then this rank's rows
+  // or columns of it: a run of N ranks starts from the same weights as a run
+  // of one (the counter-based draw depends on the element's index in the
+  // whole tensor). Through the host, once, at init.
+  LoraTarget target = kNumLoraTargets;
+  for (int t = 0; t < kNumLoraTargets; ++t)
+    if (block_index_[weight_of(static_cast<LoraTarget>(t))] == static_cast<int>(i))
+      target = static_cast<LoraTarget>(t);
+  HR_CHECK(target != kNumLoraTargets && spec.shape.size() == 2,
+           "fill_uniform_part: " + spec.name + " is not a split projection");
+  const auto [out, in] = projection_shape(config_, target);
+  Tensor whole =
+      backend_.empty({out, in}, part.dtype(), Category::kWorkspace, layouts_[g].name + ".init");
+  backend_.fill_uniform(whole, seed, -bound, bound);
+  if (backend_.kind() == BackendKind::kMeta) return;
+  const size_t element = size_of(part.dtype());
+  std::vector<unsigned char> all(static_cast<size_t>(whole.numel()) * element);
+  std::vector<unsigned char> mine(static_cast<size_t>(part.numel()) * element);
+  backend_.copy_to_host(whole, all.data());
+  const int64_t rows = part.size(0), cols = part.size(1);
+  const bool by_rows = splits_output_rows(target);
+  const int64_t row0 = by_rows ? tensor_parallel_part(out, tp.rank, tp.size).first : 0;
+  const int64_t col0 = by_rows ? 0 : tensor_parallel_part(in, tp.rank, tp.size).first;
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy_n(all.data() + static_cast<size_t>(((row0 + r) * in + col0)) * element,
+                static_cast<size_t>(cols) * element,
+                mine.data() + static_cast<size_t>(r * cols) * element);
+  backend_.copy_from_host(mine.data(), part);
 }
 
 uint64_t Transformer::dropout_seed(int64_t layer, LoraTarget t) const {

@@ -26,6 +26,7 @@
 #include "model/model_config.h"
 #include "model/param_group.h"
 #include "model/projection.h"
+#include "model/tensor_parallel.h"
 
 namespace headroom {
 
@@ -54,6 +55,9 @@ struct TransformerOptions {
   // use (projection.h). Embeddings, norms and the head stay in `dtype`.
   bool nf4 = false;
   bool nf4_double_quant = false;  // model.double_quant
+  // parallel.tensor: this rank's part of every block (tensor_parallel.h);
+  // the layouts are the part's. Not yet with LoRA or NF4 (checked).
+  TensorParallel tensor_parallel;
   // run.seed: the randomness drawn during steps (the dropout masks), apart
   // from the seeds of initialization (model.seed, lora.seed).
   uint64_t step_seed = 0;
@@ -145,12 +149,25 @@ class Transformer {
   void acquire_grads(size_t g);
   void release_grads(size_t g);
   Tensor block_backward(int64_t layer, BlockSaved& saved, const Tensor& dy, const Batch& batch);
+  // The sum of `partial` over the tensor-parallel group, in place (nothing
+  // without tensor parallelism).
+  void sum_over_tensor_group(Tensor& partial, const std::string& tag);
+  // dw += the group's sum of this rank's rmsnorm_backward weight gradient:
+  // for a norm applied to this rank's heads only (q/k norm).
+  void rmsnorm_backward_of_own_heads(const Tensor& dy, const Tensor& x, const Tensor& w,
+                                     const Tensor& rstd, Tensor& dx, Tensor& dw,
+                                     const std::string& tag);
+  // Spec i of group g drawn as a tensor-parallel run of one rank would draw
+  // it (`seed`, its whole shape), and this rank's part kept.
+  void fill_uniform_part(size_t g, size_t i, uint64_t seed, float bound);
 
   Backend& backend_;
   ModelConfig config_;
   TransformerOptions options_;
   AttentionParams attention_;
   std::vector<GroupLayout> layouts_;
+  // This rank's heads, kv heads and intermediate width (the model's / N).
+  int64_t heads_ = 0, kv_heads_ = 0, ffn_ = 0;
   GroupResidency* residency_;     // nullptr: every group allocated whole, once
   std::vector<int> block_index_;  // BlockParam -> view index in the block group, -1 if absent
   std::vector<int> lora_index_;   // LoraTarget -> view index of A in a lora group (B follows), -1

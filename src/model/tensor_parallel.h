@@ -1,0 +1,53 @@
+// Tensor parallelism inside a decoder block, Megatron-LM's layout
+// (Shoeybi et al. 2019): a group of N ranks holds one block between them.
+//   column-parallel  q, k, v, gate, up: rank r holds rows [r out/N, (r+1)
+//                    out/N) of W (out, in), so its output is its own slice
+//                    of the heads (q, k, v) or of F (gate, up) and attention
+//                    and swiglu run on the slice with no communication;
+//   row-parallel     o, down: rank r holds the matching columns [r in/N,
+//                    (r+1) in/N), so its output is a partial sum, all-reduced
+//                    over the group (one all-reduce per sublayer forward);
+//   backward         the input gradient of the column-parallel projections
+//                    is partial and all-reduced (one per sublayer backward).
+// Heads stay whole per rank: H/N query heads and KV/N kv heads, the query
+// heads of one kv head on the same rank (GQA needs no exchange). Norms, the
+// embedding and the head are replicated: every rank of the group sees the
+// same (all-reduced) activations, so their gradients agree without a
+// collective, except Qwen3's q/k norm weights, which each rank applies to its
+// own heads only: their gradients are partial and all-reduced too.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "model/lora.h"
+#include "model/model_config.h"
+
+namespace headroom {
+
+class Communicator;
+
+struct TensorParallel {
+  int rank = 0;  // within the group
+  int size = 1;  // parallel.tensor; 1: no tensor parallelism
+  // The group's collectives (its world_size() is `size`); null when size 1.
+  // Not owned: it outlives the model.
+  Communicator* group = nullptr;
+
+  bool enabled() const { return size > 1; }
+};
+
+// Why `config` cannot be split over `size` ranks ("model.num_kv_heads = 2 is
+// not a multiple of parallel.tensor = 4", naming the model's keys as
+// config.json and the presets spell them), or "" when it can.
+std::string tensor_parallel_problem(const ModelConfig& config, int size);
+
+// Whether projection t is split by its output rows (column-parallel) rather
+// than by its input columns (row-parallel: o and down).
+bool splits_output_rows(LoraTarget t);
+
+// [begin, end) of rank `rank`'s part of `n` things split `size` ways
+// (n % size == 0, checked by tensor_parallel_problem).
+std::pair<int64_t, int64_t> tensor_parallel_part(int64_t n, int rank, int size);
+
+}  // namespace headroom

@@ -1,0 +1,198 @@
+// Run by tests/model/tensor_parallel_test.cc as `mpirun -np N
+// tensor_parallel_ranks`: the N ranks form one tensor-parallel group of a
+// small decoder, and each rank also trains the whole model alone, so every
+// comparison is local (no gather):
+//   - the weights after init_random are this rank's rows / columns of the
+//     whole model's (the same counter-based draw);
+//   - after one forward_backward of two micro-batches the loss is the whole
+//     model's and every gradient is this rank's part of the whole model's;
+//   - 20 AdamW steps (no clipping) give the whole model's losses.
+// Prints one line per failed check and exits 1 on any; 0 and "ok" otherwise.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "comm/communicator.h"
+#include "comm/mpi_comm.h"
+#include "model/transformer.h"
+#include "train/optimizer.h"
+#include "train/trainer.h"
+
+namespace headroom {
+namespace {
+
+int failures = 0;
+
+void fail(const std::string& line) {
+  ++failures;
+  std::printf("%s\n", line.c_str());
+}
+
+ModelConfig model(bool qwen2) {
+  ModelConfig c;
+  c.name = qwen2 ? "tp-qwen2" : "tp-qwen3";
+  c.architecture = qwen2 ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
+  c.vocab_size = 19;
+  c.hidden_size = 16;
+  c.intermediate_size = 24;
+  c.num_layers = 2;
+  c.num_heads = 8;
+  c.num_kv_heads = 4;  // GQA 2: a rank of 4 holds 2 query heads of 1 kv head
+  c.head_dim = 4;
+  c.qk_norm = !qwen2;
+  c.attention_bias = qwen2;
+  c.tie_word_embeddings = qwen2;
+  return c;
+}
+
+std::vector<Batch> micro_batches(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Batch> batches(2);
+  for (int64_t len : {7, 12, 3, 9, 5}) {
+    std::vector<int32_t> doc(static_cast<size_t>(len));
+    for (auto& t : doc)
+      t = static_cast<int32_t>(rng() % 19);
+    append_document(batches[static_cast<size_t>(len % 2)], doc.data(), len);
+  }
+  return batches;
+}
+
+std::vector<float> host(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
+
+// Rank `rank`'s part of `whole` (out, in) as tensor_parallel.h splits spec
+// `name`: rows for a column-parallel projection or a bias, columns for o and
+// down; a replicated tensor whole.
+std::vector<float> part_of(const std::vector<float>& whole, const Shape& whole_shape,
+                           const Shape& part_shape, const std::string& name, int rank) {
+  if (whole_shape == part_shape) return whole;
+  const bool by_columns =
+      name.find("o_proj") != std::string::npos || name.find("down_proj") != std::string::npos;
+  const int64_t rows = part_shape[0], cols = part_shape.size() > 1 ? part_shape[1] : 1;
+  const int64_t in = whole_shape.size() > 1 ? whole_shape[1] : 1;
+  const int64_t row0 = by_columns ? 0 : rank * rows, col0 = by_columns ? rank * cols : 0;
+  std::vector<float> part;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      part.push_back(whole[static_cast<size_t>((row0 + r) * in + col0 + c)]);
+  return part;
+}
+
+// Relative to the tensor's largest magnitude: a sum split over ranks is
+// summed in another order.
+void expect_near(const std::vector<float>& got, const std::vector<float>& want, double tolerance,
+                 const std::string& what) {
+  if (got.size() != want.size()) {
+    fail(what + ": " + std::to_string(got.size()) + " values, expected " +
+         std::to_string(want.size()));
+    return;
+  }
+  double scale = 0, worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+    worst = std::max(worst, std::abs(static_cast<double>(got[i]) - want[i]));
+  }
+  if (worst > tolerance * std::max(scale, 1e-30))
+    fail(what + ": off by " + std::to_string(worst) + " of " + std::to_string(scale));
+}
+
+struct Model {
+  Allocator allocator{make_host_source(), AllocatorOptions{AllocatorPolicy::kExact, 0}};
+  std::unique_ptr<Backend> backend = make_cpu_backend(allocator);
+  std::unique_ptr<Transformer> transformer;
+
+  Model(const ModelConfig& config, TensorParallel tp) {
+    TransformerOptions options;
+    options.attention_block_size = 4;
+    options.loss.chunk_size = 5;
+    options.checkpoint_interval = 2;  // block 0 recomputes: its all-reduces run twice
+    options.tensor_parallel = tp;
+    transformer = std::make_unique<Transformer>(*backend, config, options);
+    transformer->init_random(11);
+  }
+};
+
+void check(bool qwen2, Communicator& group) {
+  const ModelConfig config = model(qwen2);
+  const int rank = group.rank(), size = group.world_size();
+  const std::string name = config.name + " over " + std::to_string(size) + " ranks: ";
+  Model whole(config, {});
+  Model part(config, {rank, size, &group});
+
+  const std::vector<GroupLayout>& layouts = part.transformer->layouts();
+  for (size_t g = 0; g < layouts.size(); ++g)
+    for (size_t i = 0; i < layouts[g].specs.size(); ++i) {
+      const ParamSpec& spec = layouts[g].specs[i];
+      const Shape& whole_shape = whole.transformer->layouts()[g].specs[i].shape;
+      expect_near(host(part.transformer->params()[g].views[i]),
+                  part_of(host(whole.transformer->params()[g].views[i]), whole_shape, spec.shape,
+                          spec.name, rank),
+                  0, name + "init " + spec.name);
+    }
+
+  const std::vector<Batch> batches = micro_batches(5);
+  std::vector<float> losses[2];
+  Model* models[2] = {&whole, &part};
+  for (int k = 0; k < 2; ++k) {
+    Model& m = *models[k];
+    Tensor loss = m.backend->empty({1}, DType::kF32, Category::kActivation, "loss");
+    m.backend->fill(loss, 0.0f);
+    for (const Batch& batch : batches)
+      m.transformer->forward_backward(batch, 1.0f / 36, loss);
+    losses[k] = host(loss);
+  }
+  expect_near(losses[1], losses[0], 1e-6, name + "loss");
+  for (size_t g = 0; g < layouts.size(); ++g)
+    for (size_t i = 0; i < layouts[g].specs.size(); ++i) {
+      const ParamSpec& spec = layouts[g].specs[i];
+      expect_near(
+          host(part.transformer->grads()[g].views[i]),
+          part_of(host(whole.transformer->grads()[g].views[i]),
+                  whole.transformer->layouts()[g].specs[i].shape, spec.shape, spec.name, rank),
+          1e-5, name + "gradient of " + spec.name);
+    }
+
+  // Training: the same losses step by step.
+  std::vector<double> trained[2];
+  for (int k = 0; k < 2; ++k) {
+    Model& m = *models[k];
+    m.transformer->zero_grads();
+    AdamW optimizer(*m.backend, m.transformer->layouts(), m.transformer->params(), AdamWConfig{});
+    TrainerOptions options;
+    options.grad_clip = 0;
+    options.schedule = LrSchedule{
+        .lr = 1e-2, .min_lr = 0, .warmup_steps = 0, .total_steps = 20, .decay = Decay::kConstant};
+    Trainer trainer(*m.backend, *m.transformer, optimizer, options);
+    for (int64_t step = 0; step < 20; ++step)
+      trained[k].push_back(
+          trainer.step(step, micro_batches(100 + static_cast<uint64_t>(step))).loss);
+  }
+  for (size_t step = 0; step < trained[0].size(); ++step)
+    if (std::abs(trained[1][step] - trained[0][step]) > 1e-5 * std::abs(trained[0][step]))
+      fail(name + "step " + std::to_string(step) + " loss " + std::to_string(trained[1][step]) +
+           ", alone " + std::to_string(trained[0][step]));
+}
+
+}  // namespace
+}  // namespace headroom
+
+int main() {
+  using namespace headroom;
+  if (!launched_by_mpi()) {
+    std::printf("run me under mpirun\n");
+    return 2;
+  }
+  std::unique_ptr<Communicator> world = make_mpi_comm();
+  check(false, *world);
+  check(true, *world);
+  double failed = failures;
+  world->all_reduce_sum(std::span<double>(&failed, 1));
+  if (world->rank() == 0 && failed == 0) std::printf("ok\n");
+  return failed == 0 ? 0 : 1;
+}
