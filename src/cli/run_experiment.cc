@@ -128,8 +128,15 @@ int plan_world(const RunOptions& options) {
   for (const RunResult& r : results)
     worst = std::max(worst, exit_code_of(r));
   const uint64_t capacity = config.memory.device_capacity;
-  std::printf("\nplan of %d data-parallel ranks (zero.stage %d), peaks per rank:\n",
-              options.world_size, config.zero.stage);
+  if (config.parallel.tensor > 1)
+    std::printf(
+        "\nplan of %d ranks, %d tensor-parallel groups of %d (parallel.tensor; zero.stage %d "
+        "over each group's data-parallel ranks), peaks per rank:\n",
+        options.world_size, options.world_size / config.parallel.tensor, config.parallel.tensor,
+        config.zero.stage);
+  else
+    std::printf("\nplan of %d data-parallel ranks (zero.stage %d), peaks per rank:\n",
+                options.world_size, config.zero.stage);
   std::printf("  rank  peak allocated         peak reserved          longest sample  %s\n",
               capacity ? "fits" : "");
   for (int rank = 0; rank < options.world_size; ++rank) {

@@ -25,8 +25,9 @@ bool parse_run_options(const std::string& command, const std::vector<std::string
       "after an out-of-memory, do not re-plan with single changes to say what would fit");
   if (command == "plan")
     visible.add_options()("world-size", po::value<int>(&options.world_size)->default_value(1),
-                          "simulate this many data-parallel ranks, one after another, each "
-                          "with its own batches; report every rank's peak");
+                          "simulate this many ranks, one after another, each with its own "
+                          "batches (parallel.tensor > 1: its tensor-parallel part of the "
+                          "model); report every rank's peak");
   po::options_description hidden;
   hidden.add_options()("config", po::value<std::string>(&options.config_path));
   po::positional_options_description positional;

@@ -11,7 +11,7 @@ struct RunOptions {
   std::vector<std::string> overrides;  // "section.key=value", applied in order
   bool print_config = false;           // print the resolved config and stop
   bool overwrite = false;              // replace an existing run folder's trace
-  int world_size = 1;                  // plan: data-parallel ranks to simulate
+  int world_size = 1;                  // plan: ranks to simulate (tensor x data)
   bool advise = true;  // after an OOM, re-plan with single changes (advice/advice.h)
 };
 

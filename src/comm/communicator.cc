@@ -22,6 +22,10 @@ class SingleRank final : public Communicator {
                                    std::string_view) override {}
   void broadcast(Tensor&, int) override {}
   void barrier() override {}
+  std::unique_ptr<Communicator> subgroup(int first, int stride, int count) override {
+    HR_CHECK(first == 0 && count == 1 && stride >= 1, "a world of one has one group of one");
+    return std::make_unique<SingleRank>();
+  }
   [[noreturn]] void abort(int exit_code) override { std::exit(exit_code); }
 };
 
@@ -46,6 +50,10 @@ class Simulated final : public Communicator {
   }
   void broadcast(Tensor&, int) override {}
   void barrier() override {}
+  std::unique_ptr<Communicator> subgroup(int first, int stride, int count) override {
+    HR_CHECK(check_subgroup(first, stride, count, rank_, world_size_), "a simulated subgroup");
+    return std::make_unique<Simulated>((rank_ - first) / stride, count);
+  }
   [[noreturn]] void abort(int exit_code) override { std::exit(exit_code); }
 
  private:
@@ -54,6 +62,18 @@ class Simulated final : public Communicator {
 };
 
 }  // namespace
+
+bool check_subgroup(int first, int stride, int count, int rank, int world_size) {
+  return first >= 0 && stride >= 1 && count >= 1 && first + (count - 1) * stride < world_size &&
+         rank >= first && (rank - first) % stride == 0 && (rank - first) / stride < count;
+}
+
+std::unique_ptr<Communicator> Communicator::subgroup(int /*first*/, int /*stride*/, int /*count*/) {
+  throw UsageError(
+      "parallel.tensor > 1 on this communicator: its tensor-parallel groups are not built yet "
+      "(NCCL sub-communicators are the cuda backend's; run.backend = \"cpu\" over MPI has "
+      "them)");
+}
 
 void reduce_through_fp32_buffer(Backend& backend, Tensor& tensor, std::string_view tag,
                                 const std::function<void(Tensor&)>& reduce) {

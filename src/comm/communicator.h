@@ -88,6 +88,13 @@ class Communicator {
   virtual void set_collective_timeout(int64_t /*seconds*/,
                                       std::function<std::string(const std::string&)> /*describe*/) {
   }
+  // The ranks first, first + stride, .., first + (count - 1) * stride of
+  // this communicator, this rank among them, as a communicator of their own
+  // (rank order kept): tensor parallelism's groups and the data-parallel
+  // groups across them. Collective: every rank of this communicator calls
+  // it, each naming its own group, and the groups partition the ranks.
+  // The default refuses (UsageError): NcclComm has no sub-communicators yet.
+  virtual std::unique_ptr<Communicator> subgroup(int first, int stride, int count);
   // Ends every rank of the job with `exit_code`, now; never returns. A rank
   // that fails calls this instead of returning, so the others never wait
   // forever in a collective.
@@ -117,6 +124,10 @@ void reduce_through_fp32_buffer(Backend& backend, Tensor& tensor, std::string_vi
 void reduce_scatter_through_fp32_buffer(Backend& backend, Tensor& flat, int64_t begin, int64_t end,
                                         std::string_view tag,
                                         const std::function<void(Tensor&)>& reduce);
+
+// Whether `rank` of `world_size` is in the subgroup (first, stride, count)
+// and the subgroup lies inside the world (Communicator::subgroup).
+bool check_subgroup(int first, int stride, int count, int rank, int world_size);
 
 // This rank's piece [begin, end) of a buffer cut by `counts` (one per rank).
 std::pair<int64_t, int64_t> piece_of(std::span<const int64_t> counts, int rank);

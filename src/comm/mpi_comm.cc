@@ -52,6 +52,33 @@ class MpiComm final : public Communicator {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
   }
+  // A communicator MPI_Comm_split made (subgroup), freed with this one.
+  MpiComm(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiComm() override {
+    watchdog_.reset();
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm_ != MPI_COMM_WORLD && !finalized) MPI_Comm_free(&comm_);
+  }
+  MpiComm(const MpiComm&) = delete;
+  MpiComm& operator=(const MpiComm&) = delete;
+
+  std::unique_ptr<Communicator> subgroup(int first, int stride, int count) override {
+    HR_CHECK(check_subgroup(first, stride, count, rank_, size_),
+             "rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                 " is not in the subgroup it names");
+    MPI_Comm sub = MPI_COMM_NULL;
+    // The groups partition the ranks and each is named by its first rank.
+    check(MPI_Comm_split(comm_, first, rank_, &sub), "MPI_Comm_split");
+    std::string name =
+        "ranks " + std::to_string(first) + ".." + std::to_string(first + (count - 1) * stride);
+    if (stride > 1) name += " step " + std::to_string(stride);
+    return std::unique_ptr<Communicator>(new MpiComm(sub, name + " of " + name_));
+  }
 
   void set_collective_timeout(int64_t seconds,
                               std::function<std::string(const std::string&)> describe) override {
@@ -118,14 +145,14 @@ class MpiComm final : public Communicator {
       check(MPI_Bcast(
                 bytes + done,
                 static_cast<int>(std::min(kPiece, static_cast<int64_t>(tensor.nbytes()) - done)),
-                MPI_BYTE, root, MPI_COMM_WORLD),
+                MPI_BYTE, root, comm_),
             "MPI_Bcast");
   }
 
   void all_reduce_sum(std::span<double> values) override {
     ArmedCollective armed = arm("MPI_Allreduce", "host sums");
     check(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE,
-                        MPI_SUM, MPI_COMM_WORLD),
+                        MPI_SUM, comm_),
           "MPI_Allreduce");
   }
 
@@ -147,13 +174,13 @@ class MpiComm final : public Communicator {
     HR_CHECK(offset <= flat.numel(), "the pieces fit the buffer");
     ArmedCollective armed = arm("MPI_Allgatherv", "");
     check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, flat.raw(), count.data(),
-                         displacement.data(), type, MPI_COMM_WORLD),
+                         displacement.data(), type, comm_),
           "MPI_Allgatherv");
   }
 
   void barrier() override {
     ArmedCollective armed = arm("MPI_Barrier", "");
-    check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    check(MPI_Barrier(comm_), "MPI_Barrier");
   }
 
   [[noreturn]] void abort(int exit_code) override {
@@ -166,7 +193,7 @@ class MpiComm final : public Communicator {
   ArmedCollective arm(const char* collective, std::string_view tag) {
     if (!watchdog_) return ArmedCollective(nullptr, "");
     std::string what =
-        std::string(collective) + " over MPI_COMM_WORLD (" + std::to_string(size_) + " ranks)";
+        std::string(collective) + " over " + name_ + " (" + std::to_string(size_) + " ranks)";
     if (!tag.empty()) what += " of " + std::string(tag);
     return ArmedCollective(watchdog_.get(), std::move(what));
   }
@@ -178,7 +205,7 @@ class MpiComm final : public Communicator {
     for (int64_t done = 0; done < count; done += kPiece)
       check(
           MPI_Allreduce(MPI_IN_PLACE, data + done, static_cast<int>(std::min(kPiece, count - done)),
-                        MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+                        MPI_FLOAT, MPI_SUM, comm_),
           "MPI_Allreduce");
   }
 
@@ -197,13 +224,15 @@ class MpiComm final : public Communicator {
     }
     HR_CHECK(total <= count, "the pieces fit the buffer");
     ArmedCollective armed = arm("MPI_Reduce_scatter", tag_);
-    check(MPI_Reduce_scatter(MPI_IN_PLACE, data, pieces.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+    check(MPI_Reduce_scatter(MPI_IN_PLACE, data, pieces.data(), MPI_FLOAT, MPI_SUM, comm_),
           "MPI_Reduce_scatter");
     if (offset > 0 && pieces[static_cast<size_t>(rank_)] > 0)
       std::memmove(data + offset, data,
                    static_cast<size_t>(pieces[static_cast<size_t>(rank_)]) * sizeof(float));
   }
 
+  MPI_Comm comm_ = MPI_COMM_WORLD;
+  std::string name_ = "MPI_COMM_WORLD";  // in the watchdog's report
   int rank_ = 0;
   int size_ = 1;
   std::string_view tag_;  // the tensor reduction in flight, for the watchdog's report

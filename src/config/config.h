@@ -161,6 +161,16 @@ struct ZeroSection {
   bool operator==(const ZeroSection&) const = default;
 };
 
+// How the ranks of a job divide the model beside data parallelism.
+struct ParallelSection {
+  // Tensor-parallel group size N: ranks r with the same r / N hold one
+  // model between them (model/tensor_parallel.h), and ZeRO and the data
+  // are over the world / N groups across them (r % N equal).
+  int tensor = 1;
+
+  bool operator==(const ParallelSection&) const = default;
+};
+
 struct CheckpointSection {
   enum class Format : uint8_t { kSharded, kConsolidated };
   // "auto": continue from the newest complete checkpoint this config wrote
@@ -236,6 +246,7 @@ struct ExperimentConfig {
   LossSection loss;
   MemorySection memory;
   ZeroSection zero;
+  ParallelSection parallel;
   CheckpointSection checkpoint;
   OptimizerSection optimizer;
   ScheduleSection schedule;

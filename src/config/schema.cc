@@ -739,6 +739,15 @@ std::vector<ConfigKey> build_schema() {
       boolean(HR_FIELD(zero.offload_optimizer),
               "Keep optimizer states (and the update) in host memory."),
 
+      // [parallel]
+      integer(HR_FIELD(parallel.tensor), 1, kNoMax,
+              "Tensor parallelism: groups of this many consecutive ranks hold one model "
+              "between them (Megatron-LM's layout: q, k, v, gate and up split by output rows, o "
+              "and down by input columns, heads divided); ZeRO and the data are over the groups. "
+              "It must divide the job's ranks and the model's heads, kv heads and "
+              "intermediate_size. cpu over MPI; not yet with LoRA, model.weights or "
+              "checkpoints."),
+
       // [checkpoint]
       activation_checkpointing(),
       integer(HR_FIELD(checkpoint.save_every), 0, kNoMax,

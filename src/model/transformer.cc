@@ -492,6 +492,14 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
   return dx;
 }
 
+bool Transformer::splits_over_tensor_group(size_t g, size_t i) const {
+  if (!options_.tensor_parallel.enabled() || g < 1 || g + 1 >= num_base_groups()) return false;
+  const int view = static_cast<int>(i);
+  for (BlockParam p : {kWq, kWk, kWv, kWo, kWGate, kWUp, kWDown, kBq, kBk, kBv})
+    if (block_index_[p] == view) return true;
+  return false;
+}
+
 void Transformer::sum_over_tensor_group(Tensor& partial, const std::string& what) {
   const TensorParallel& tp = options_.tensor_parallel;
   if (tp.enabled()) tp.group->all_reduce_sum(backend_, partial, what);

@@ -115,6 +115,11 @@ class Transformer {
   void begin_params_write(size_t g);
   void end_params_write(size_t g);
 
+  // Whether view i of group g holds this rank's part of a tensor split over
+  // the tensor-parallel group (a block projection or bias), rather than a
+  // replicated one; false without tensor parallelism.
+  bool splits_over_tensor_group(size_t g, size_t i) const;
+
   const ModelConfig& config() const { return config_; }
   const TransformerOptions& options() const { return options_; }
   // Groups in order: embed, block.0 .. block.L-1, head, then with LoRA

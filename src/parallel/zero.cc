@@ -1,5 +1,6 @@
 #include "parallel/zero.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -212,19 +213,42 @@ void Zero::finish_grads() {
       comm_.all_reduce_sum(backend_, (*grads_)[g].flat, (*layouts_)[g].name + ".grad");
 }
 
-double Zero::grad_sum_of_squares() {
-  Tensor total = backend_.empty({1}, DType::kF32, Category::kWorkspace, "optimizer.grad_norm");
-  backend_.fill(total, 0.0f);
+double Zero::grad_sum_of_squares(Communicator* tensor_group,
+                                 const std::function<bool(size_t g, size_t i)>& split) {
+  const bool by_view = tensor_group && tensor_group->world_size() > 1;
+  // [0]: replicated (or every) gradient, [1]: the split ones.
+  Tensor totals[2];
+  for (int k = 0; k < (by_view ? 2 : 1); ++k) {
+    totals[k] = backend_.empty({1}, DType::kF32, Category::kWorkspace, "optimizer.grad_norm");
+    backend_.fill(totals[k], 0.0f);
+  }
   for (size_t g = 0; g < layouts_->size(); ++g) {
     Tensor grad = grad_shard(g);
-    if (grad.defined()) backend_.sum_squares(grad, total);
+    if (!grad.defined()) continue;
+    if (!by_view) {
+      backend_.sum_squares(grad, totals[0]);
+      continue;
+    }
+    // The views' element ranges that fall in this rank's shard.
+    const GroupLayout& layout = (*layouts_)[g];
+    const GroupShard& shard = shards_[g];
+    for (size_t i = 0; i < layout.specs.size(); ++i) {
+      if (layout.offsets[i] < 0) continue;
+      const int64_t begin = std::max(layout.offsets[i], shard.begin);
+      const int64_t end = std::min(layout.offsets[i] + numel_of(layout.specs[i].shape), shard.end);
+      if (begin >= end) continue;
+      backend_.sum_squares(grad.rows(begin - shard.begin, end - shard.begin),
+                           totals[split(g, i) ? 1 : 0]);
+    }
   }
-  float host = 0;
-  backend_.copy_to_host(total, &host);
-  double sum[1] = {host};
+  float host[2] = {0, 0};
+  for (int k = 0; k < (by_view ? 2 : 1); ++k)
+    backend_.copy_to_host(totals[k], &host[k]);
+  double sum[2] = {host[0], host[1]};
   // At stage 0 every rank holds every (reduced) gradient already.
-  if (shards_optimizer()) comm_.all_reduce_sum(sum);
-  return sum[0];
+  if (shards_optimizer()) comm_.all_reduce_sum(std::span<double>(sum, by_view ? 2 : 1));
+  if (by_view) tensor_group->all_reduce_sum(std::span<double>(&sum[1], 1));
+  return sum[0] + sum[1];
 }
 
 void Zero::finish_step() {

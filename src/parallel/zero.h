@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -92,7 +93,13 @@ class Zero final : public GroupResidency {
   void finish_grads();
   // The squared global gradient norm over every rank's shards (host double;
   // NaN or inf when any gradient is not finite). Call after finish_grads().
-  double grad_sum_of_squares();
+  // With a tensor group (tensor parallelism: this Zero's communicator is the
+  // data-parallel one), the views `split(g, i)` names are one rank's part of
+  // a tensor split over the group, so their squares are summed over it; the
+  // others are replicated, the same on every rank of the group, and counted
+  // once.
+  double grad_sum_of_squares(Communicator* tensor_group = nullptr,
+                             const std::function<bool(size_t g, size_t i)>& split = {});
   // After the optimizer updated this rank's shards: stages 1-2 all-gather
   // every group's parameters (phase gather); 0 and 3 need nothing.
   void finish_step();

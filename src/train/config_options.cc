@@ -32,6 +32,22 @@ void refuse_unbuilt_features(const ExperimentConfig& c) {
   if (c.checkpoint.format == CheckpointSection::Format::kSharded && c.lora.enabled)
     refuse("checkpoint.format = \"sharded\" with lora.enabled = true",
            "a LoRA run saves only its adapters, in PEFT's layout; use \"consolidated\"");
+  if (c.parallel.tensor > 1) {
+    const std::string tp = "parallel.tensor = " + std::to_string(c.parallel.tensor);
+    if (c.lora.enabled)
+      refuse(tp + " with lora.enabled = true",
+             "adapters split like their projections are issue 43's next step");
+    if (!c.model.weights.empty())
+      refuse(tp + " with model.weights",
+             "each rank would load its rows or columns of the file; it starts from model.seed "
+             "only");
+    if (c.checkpoint.save_every > 0 || c.checkpoint.save_initial ||
+        !c.checkpoint.resume_from.empty() ||
+        c.checkpoint.resume == CheckpointSection::Resume::kAuto)
+      refuse(tp + " with checkpoints (checkpoint.save_every, save_initial, resume_from, resume)",
+             "a checkpoint that records the tensor-parallel layout and reshards on resume is "
+             "not built");
+  }
 }
 
 BackendKind backend_of(const ExperimentConfig& config, RunMode mode) {
@@ -222,6 +238,23 @@ std::string base_model_name(const ExperimentConfig& config) {
   return config.model.hf_config.empty() ? config.model.preset : config.model.hf_config;
 }
 
+ParallelLayout parallel_layout_of(const ExperimentConfig& config, const ModelConfig& model,
+                                  int world_size, int rank) {
+  ParallelLayout layout;
+  layout.tensor = config.parallel.tensor;
+  if (world_size % layout.tensor != 0)
+    throw UsageError("parallel.tensor = " + std::to_string(layout.tensor) +
+                     " does not divide the job's " + std::to_string(world_size) +
+                     " ranks (the ranks are tensor-parallel groups of parallel.tensor "
+                     "consecutive ranks)");
+  if (const std::string problem = tensor_parallel_problem(model, layout.tensor); !problem.empty())
+    throw UsageError("parallel.tensor: " + problem);
+  layout.data = world_size / layout.tensor;
+  layout.tensor_rank = rank % layout.tensor;
+  layout.data_rank = rank / layout.tensor;
+  return layout;
+}
+
 RunSettings run_settings_of(const ExperimentConfig& config, RunMode mode, int world_size,
                             int rank) {
   refuse_unbuilt_features(config);
@@ -238,9 +271,15 @@ RunSettings run_settings_of(const ExperimentConfig& config, RunMode mode, int wo
   s.weights = config.model.weights;
   s.init_seed = static_cast<uint64_t>(config.model.seed);
   s.transformer = transformer_options_of(config);
+  s.layout = parallel_layout_of(config, s.model, world_size, rank);
+  // The group's communicator is the Run's to make (Run::execute).
+  s.transformer.tensor_parallel.rank = s.layout.tensor_rank;
+  s.transformer.tensor_parallel.size = s.layout.tensor;
 
   s.data_path = config.data.path;
-  s.batch = batch_options_of(config, world_size, rank, 0);
+  // The ranks of one tensor-parallel group train on the same micro-batches:
+  // the data is dealt over the data-parallel ranks.
+  s.batch = batch_options_of(config, s.layout.data, s.layout.data_rank, 0);
   s.synthesize_if_missing = config.data.synthesize_if_missing;
   s.synthetic_source = synthetic_source_of(config, s.model);
   s.synthetic_lengths =
@@ -250,6 +289,10 @@ RunSettings run_settings_of(const ExperimentConfig& config, RunMode mode, int wo
   s.allocator = allocator_options_of(config);
   BudgetOptions budget;
   budget.world_size = world_size;
+  // A rank of a tensor-parallel job holds the group's communicator and the
+  // data-parallel one (NCCL's buffers per communicator; each is counted as
+  // spanning the job, an upper bound).
+  if (s.layout.tensor > 1) budget.nccl_communicators = s.layout.data > 1 ? 2 : 1;
   budget.capacity_cap = config.memory.device_capacity;
   s.device = device_budget(config.memory.device, budget);
   if (s.device) {
@@ -387,6 +430,8 @@ std::string to_text(const RunSettings& s) {
     for (const BudgetLine& l : s.device->lines)
       line(("device." + l.name).c_str(), l.bytes);
   line("cublaslt_workspace_bytes", s.cublaslt_workspace_bytes);
+  line("parallel.tensor", s.layout.tensor);
+  line("parallel.data", s.layout.data);
   line("zero.stage", s.zero.stage);
   line("zero.prefetch", s.zero.prefetch);
   line("offload_optimizer", s.offload_optimizer);

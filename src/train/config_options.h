@@ -35,6 +35,21 @@ DType dtype_of(Precision precision);
 
 // Everything a run takes from its config, as the layers below want it. Each
 // field names the keys it comes from.
+// How a job's ranks divide the work (parallel.tensor): rank r is rank
+// r % tensor of tensor-parallel group r / tensor, and rank r / tensor of the
+// data-parallel group of the ranks with the same r % tensor.
+struct ParallelLayout {
+  int tensor = 1;  // parallel.tensor
+  int data = 1;    // world / tensor
+  int tensor_rank = 0;
+  int data_rank = 0;
+};
+
+// Throws UsageError naming parallel.tensor when it does not divide the
+// world or the model's heads, kv heads and intermediate size.
+ParallelLayout parallel_layout_of(const ExperimentConfig& config, const ModelConfig& model,
+                                  int world_size, int rank);
+
 struct RunSettings {
   RunMode mode = RunMode::kTrain;
 
@@ -74,6 +89,7 @@ struct RunSettings {
   // The cuda target's cuBLASLt workspace: the preset's architecture's, or
   // Hopper's when no preset says (backend/target_device.h).
   uint64_t cublaslt_workspace_bytes = kCublasLtWorkspaceBytes;
+  ParallelLayout layout;           // parallel.tensor at this job's world size
   ZeroOptions zero;                // zero.stage, zero.prefetch
   bool offload_optimizer = false;  // zero.offload_optimizer
 

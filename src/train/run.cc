@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <span>
@@ -226,13 +227,24 @@ RunResult Run::execute(RunObserver& observer) {
   // run here (no toolkit, no device, an op without a cuda kernel) says so.
   if (s.backend == BackendKind::kCuda)
     require_cuda_run(!s.transformer.attention_dense, s.model.head_dim);
+  // parallel.tensor: this rank's tensor-parallel group (consecutive ranks)
+  // and its data-parallel group (every layout.tensor-th rank); ZeRO, the
+  // gradients' reduction and the data are over the latter. Made by every
+  // rank here, before anything is written (a communicator without groups
+  // refuses).
+  std::unique_ptr<Communicator> tensor_group, data_group;
+  if (s.layout.tensor > 1) {
+    tensor_group = comm_.subgroup(rank - s.layout.tensor_rank, 1, s.layout.tensor);
+    data_group = comm_.subgroup(s.layout.tensor_rank, s.layout.tensor, s.layout.data);
+  }
+  Communicator& data_comm = data_group ? *data_group : comm_;
   // checkpoint.resume = "auto" also checkpoints the last step, so that a
   // requeued run that already finished finds itself complete.
   const bool saving = !planning && (s.save_initial || s.save_every > 0 || s.resume_auto);
   // ZeRO stage >= 1 on several ranks: each rank keeps (and checkpoints) only
   // its shard of the optimizer states.
-  const bool sharded = s.zero.stage >= 1 && world_size > 1;
-  const int64_t optimizer_shards = sharded ? world_size : 1;
+  const bool sharded = s.zero.stage >= 1 && data_comm.world_size() > 1;
+  const int64_t optimizer_shards = sharded ? data_comm.world_size() : 1;
   const RunFolder::Kind kind =
       s.mode == RunMode::kPlan ? RunFolder::Kind::kPlan : RunFolder::Kind::kTrain;
 
@@ -300,6 +312,15 @@ RunResult Run::execute(RunObserver& observer) {
     ~LentStream() { comm.use_device_stream(nullptr); }
   } lent_stream{comm_};
   comm_.use_device_stream(backend->device_stream());
+  struct LentStreams {
+    Communicator* groups[2];
+    ~LentStreams() {
+      for (Communicator* group : groups)
+        if (group) group->use_device_stream(nullptr);
+    }
+  } lent_streams{{tensor_group.get(), data_group.get()}};
+  for (Communicator* group : lent_streams.groups)
+    if (group) group->use_device_stream(backend->device_stream());
   // zero.offload_optimizer: the optimizer's states and update live in host
   // memory, with an allocator of their own, so they count against no
   // device capacity and are reported beside it.
@@ -325,8 +346,8 @@ RunResult Run::execute(RunObserver& observer) {
   // while this thread is blocked in the collective, so the trace and the
   // allocator are idle (collective_watchdog.h).
   int64_t step_now = -1;  // the step in flight; -1 before the first
-  comm_.set_collective_timeout(
-      s.collective_timeout_seconds, [&, rank, world_size](const std::string& what) {
+  const std::function<std::string(const std::string&)> describe_timeout =
+      [&, rank, world_size](const std::string& what) {
         const std::string line =
             what +
             (step_now < 0 ? ", before the first step" : ", in step " + std::to_string(step_now)) +
@@ -339,13 +360,20 @@ RunResult Run::execute(RunObserver& observer) {
           // stderr still says it; the job ends either way.
         }
         return line;
-      });
+      };
+  comm_.set_collective_timeout(s.collective_timeout_seconds, describe_timeout);
+  for (Communicator* group : lent_streams.groups)
+    if (group) group->set_collective_timeout(s.collective_timeout_seconds, describe_timeout);
   // Past this function the trace is gone: the watchdog stays, without it.
   struct WatchdogWithoutTrace {
-    Communicator& comm;
+    Communicator* comms[3];
     int64_t seconds;
-    ~WatchdogWithoutTrace() { comm.set_collective_timeout(seconds, {}); }
-  } watchdog_without_trace{comm_, s.collective_timeout_seconds};
+    ~WatchdogWithoutTrace() {
+      for (Communicator* comm : comms)
+        if (comm) comm->set_collective_timeout(seconds, {});
+    }
+  } watchdog_without_trace{{&comm_, tensor_group.get(), data_group.get()},
+                           s.collective_timeout_seconds};
 
   RunResult result;
   result.buckets = resolved_buckets;
@@ -373,8 +401,10 @@ RunResult Run::execute(RunObserver& observer) {
   auto current_trace_path = [&] { return folder.committed() ? trace_path : staged_trace; };
 
   try {
-    Zero zero(*backend, comm_, s.transformer.dtype, s.zero);
-    Transformer model(*backend, s.model, s.transformer, &zero);
+    Zero zero(*backend, data_comm, s.transformer.dtype, s.zero);
+    TransformerOptions transformer_options = s.transformer;
+    transformer_options.tensor_parallel.group = tensor_group.get();
+    Transformer model(*backend, s.model, transformer_options, &zero);
     int64_t trainable = 0, all = 0;
     for (const GroupLayout& group : model.layouts()) {
       all += group.numel;
@@ -481,7 +511,7 @@ RunResult Run::execute(RunObserver& observer) {
       step_now = step;
       // next_step(), keeping the plans: they say which bucket each is from.
       const std::vector<MicroBatchPlan> plans =
-          std::move(batcher.next_step_plan()[static_cast<size_t>(rank)]);
+          std::move(batcher.next_step_plan()[static_cast<size_t>(s.layout.data_rank)]);
       std::vector<Batch> micro_batches;
       for (const MicroBatchPlan& plan : plans)
         micro_batches.push_back(batcher.build(plan));

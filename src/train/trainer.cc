@@ -104,7 +104,11 @@ StepRecord Trainer::step(int64_t step, const std::vector<Batch>& micro_batches) 
   double loss_total[1] = {static_cast<double>(loss_host)};
   comm_.all_reduce_sum(loss_total);
   record.loss = global_counted[0] > 0 ? loss_total[0] / global_counted[0] : 0.0;
-  const double norm = std::sqrt(zero_.grad_sum_of_squares()) / scale;
+  const double norm =
+      std::sqrt(zero_.grad_sum_of_squares(
+          model_.options().tensor_parallel.group,
+          [&](size_t g, size_t i) { return model_.splits_over_tensor_group(g, i); })) /
+      scale;
   record.grad_norm = norm;
   record.lr = options_.schedule.at(step);
 

@@ -4,6 +4,7 @@
 // others waiting in a collective.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -48,12 +49,22 @@ class Mpi : public testing::ScratchFolder {
                   : "OMP_NUM_THREADS=1 ";
     return run_headroom(command_name + kSmall + " " + args, launcher);
   }
+  friend Result mpi_train(Mpi& mpi, int ranks, const std::string& args);
+  friend Result mpi_headroom(Mpi& mpi, int ranks, const std::string& command_name,
+                             const std::string& args);
   std::vector<StepRecord> steps(const std::string& run, int rank) {
     return TraceReader::open(
                (dir_ / "results" / run / ("trace.rank" + std::to_string(rank) + ".h5")).string())
         .steps();
   }
 };
+
+Result mpi_train(Mpi& mpi, int ranks, const std::string& args) {
+  return mpi.train(ranks, args);
+}
+Result mpi_headroom(Mpi& mpi, int ranks, const std::string& command_name, const std::string& args) {
+  return mpi.headroom(ranks, command_name, args);
+}
 
 TEST_F(Mpi, RanksTogetherLoseWhatOneRankAccumulatingTheirMicroBatchesLoses) {
   // The corpus is written once, by the single-rank run.
@@ -377,21 +388,23 @@ TEST_F(Mpi, AShardedRunResumesFromItsOptimizerShards) {
 // the bf16 gradients' fp32 comm buffers included.
 class MpiPlan : public Mpi, public ::testing::WithParamInterface<const char*> {};
 
-TEST_P(MpiPlan, PlanOfSeveralRanksMakesEachRanksAllocations) {
-  const std::string set =
-      " --set run.steps=2 --set model.dtype=bf16 --set run.name=dp " + std::string(GetParam());
-  ASSERT_EQ(train(2, set).code, 0);
-  Result plan = headroom(0, "plan", set + " --world-size 2");
+// `plan --world-size ranks` against `mpirun -np ranks`, rank by rank,
+// event for event, under the settings `set`; `header` is what the plan's
+// table starts with, and every rank's events hold `tag` (when not empty).
+void expect_each_plan_is_its_ranks_run(Mpi& mpi, const std::filesystem::path& dir, int ranks,
+                                       const std::string& set, const std::string& header,
+                                       const std::string& tag = "") {
+  ASSERT_EQ(mpi_train(mpi, ranks, set).code, 0);
+  Result plan = mpi_headroom(mpi, 0, "plan", set + " --world-size " + std::to_string(ranks));
   ASSERT_EQ(plan.code, 0) << plan.err;
-  EXPECT_NE(plan.out.find("plan of 2 data-parallel ranks"), std::string::npos) << plan.out;
-  for (int rank = 0; rank < 2; ++rank) {
+  EXPECT_NE(plan.out.find(header), std::string::npos) << plan.out;
+  for (int rank = 0; rank < ranks; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     const std::string name = "rank" + std::to_string(rank) + ".h5";
-    const TraceReader real = TraceReader::open((dir_ / "results/dp" / ("trace." + name)).string());
-    const TraceReader planned =
-        TraceReader::open((dir_ / "results/dp" / ("plan." + name)).string());
+    const TraceReader real = TraceReader::open((dir / "results/dp" / ("trace." + name)).string());
+    const TraceReader planned = TraceReader::open((dir / "results/dp" / ("plan." + name)).string());
     EXPECT_EQ(planned.header().rank, rank);
-    EXPECT_EQ(planned.header().world_size, 2);
+    EXPECT_EQ(planned.header().world_size, ranks);
     const std::vector<MemoryEvent> a = real.events(), b = planned.events();
     const std::vector<std::string> ta = real.tags(), tb = planned.tags();
     ASSERT_EQ(a.size(), b.size());
@@ -406,6 +419,9 @@ TEST_P(MpiPlan, PlanOfSeveralRanksMakesEachRanksAllocations) {
     }
     EXPECT_TRUE(comm) << "bf16 gradients are reduced through fp32 comm buffers";
     EXPECT_GT(a.size(), 100u);
+    if (!tag.empty()) {
+      EXPECT_NE(std::find(ta.begin(), ta.end(), tag), ta.end()) << tag;
+    }
     const std::vector<StepRecord> sa = real.steps(), sb = planned.steps();
     ASSERT_EQ(sa.size(), sb.size());
     for (size_t i = 0; i < sa.size(); ++i) {
@@ -417,6 +433,13 @@ TEST_P(MpiPlan, PlanOfSeveralRanksMakesEachRanksAllocations) {
   }
 }
 
+TEST_P(MpiPlan, PlanOfSeveralRanksMakesEachRanksAllocations) {
+  expect_each_plan_is_its_ranks_run(
+      *this, dir_, 2,
+      " --set run.steps=2 --set model.dtype=bf16 --set run.name=dp " + std::string(GetParam()),
+      "plan of 2 data-parallel ranks");
+}
+
 // Stage 0 all-reduces whole gradients; stage 3 gathers and frees every group
 // around each use and reduce-scatters each group's gradients as its backward
 // ends, fetching one group ahead.
@@ -426,6 +449,63 @@ INSTANTIATE_TEST_SUITE_P(Stages, MpiPlan,
                          [](const ::testing::TestParamInfo<const char*>& param) {
                            return param.index == 0 ? std::string("stage0") : std::string("stage3");
                          });
+
+// parallel.tensor: a tensor-parallel group holds one model between its
+// ranks and trains on the same micro-batches, so its losses and gradient
+// norms are one rank's; beside data parallelism (ZeRO-3 over the groups)
+// they are one rank's accumulating the data-parallel ranks' micro-batches.
+TEST_F(Mpi, TensorParallelGroupsLoseWhatOneRankLoses) {
+  ASSERT_EQ(train(0, "--set run.steps=4 --set batch.grad_accum=2 --set run.name=one").code, 0);
+  const std::vector<StepRecord> one = steps("one", 0);
+  ASSERT_EQ(one.size(), 4u);
+  // (ranks, the settings beside parallel.tensor = 2)
+  const std::vector<std::pair<int, std::string>> runs = {
+      {2, "batch.grad_accum=2"},
+      {4, "batch.grad_accum=1 --set zero.stage=3"},
+  };
+  int index = 0;
+  for (const auto& [ranks, settings] : runs) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks, " + settings);
+    const std::string name = "tp" + std::to_string(index++);
+    Result r = train(ranks, "--set run.steps=4 --set parallel.tensor=2 --set " + settings +
+                                " --set run.name=" + name);
+    ASSERT_EQ(r.code, 0) << r.err;
+    int64_t tokens = 0;
+    for (int rank = 0; rank < ranks; ++rank) {
+      const std::vector<StepRecord> mine = steps(name, rank);
+      ASSERT_EQ(mine.size(), one.size());
+      for (size_t s = 0; s < mine.size(); ++s) {
+        EXPECT_NEAR(mine[s].loss, one[s].loss, 1e-5 * std::abs(one[s].loss)) << "step " << s;
+        EXPECT_NEAR(mine[s].grad_norm, one[s].grad_norm, 1e-5 * one[s].grad_norm) << "step " << s;
+        // The data is dealt over the data-parallel ranks: the first rank of
+        // each group counts it.
+        if (rank % 2 == 0) tokens += mine[s].tokens;
+      }
+    }
+    int64_t one_tokens = 0;
+    for (const StepRecord& s : one)
+      one_tokens += s.tokens;
+    EXPECT_EQ(tokens, one_tokens);
+  }
+}
+
+TEST_F(Mpi, APlanOfTensorParallelRanksMakesEachRanksAllocations) {
+  // 2 groups of 2, ZeRO-3 over the groups, bf16: the blocks' all-reduces go
+  // through fp32 comm buffers as the gradients' do.
+  expect_each_plan_is_its_ranks_run(*this, dir_, 4,
+                                    " --set run.steps=2 --set model.dtype=bf16 --set run.name=dp "
+                                    "--set parallel.tensor=2 --set zero.stage=3",
+                                    "plan of 4 ranks, 2 tensor-parallel groups of 2",
+                                    "block.0.attn.o_proj.comm");
+}
+
+TEST_F(Mpi, ATensorParallelSizeThatDoesNotDivideTheRanksIsRefused) {
+  Result r = train(2, "--set run.steps=1 --set parallel.tensor=4 --set run.name=bad");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("parallel.tensor = 4 does not divide the job's 2 ranks"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "results/bad/trace.rank0.h5"));
+}
 
 TEST_F(Mpi, ARankThatRunsOutOfMemoryEndsTheJobWithItsPostmortem) {
   // Forty 30-token documents and one of 1500: the step that draws the long

@@ -69,6 +69,7 @@ ExperimentConfig everything_changed() {
               .device_capacity = 40 * kGiB,
               .allocator = MemorySection::Allocator::kExact};
   c.zero = {.stage = 3, .prefetch = 2, .offload_optimizer = true};
+  c.parallel = {.tensor = 2};
   c.checkpoint = {.activations = 3,
                   .save_every = 100,
                   .dir = "/ckpt",
@@ -99,11 +100,12 @@ std::string read_file(const std::string& path) {
 
 // --- the table itself -----------------------------------------------------------
 
+// The design sketch's sections, and [parallel] (issue 43: tensor parallelism).
 TEST(ConfigSchema, SectionsAreThoseOfTheDesignSketch) {
-  EXPECT_EQ(
-      config_sections(),
-      (std::vector<std::string>{"run", "model", "lora", "data", "batch", "attention", "loss",
-                                "memory", "zero", "checkpoint", "optimizer", "schedule", "trace"}));
+  EXPECT_EQ(config_sections(),
+            (std::vector<std::string>{"run", "model", "lora", "data", "batch", "attention", "loss",
+                                      "memory", "zero", "parallel", "checkpoint", "optimizer",
+                                      "schedule", "trace"}));
 }
 
 TEST(ConfigSchema, HasEveryKeyOfTheDesignSketch) {

@@ -113,6 +113,9 @@ std::map<std::string, KeyCase> key_cases(const std::string& hf_a, const std::str
       {"zero.stage", {"2"}},
       {"zero.prefetch", {"3"}},
       {"zero.offload_optimizer", {"true", {"zero.stage=1"}}},
+      // One rank: refused, naming the key (a tensor-parallel group of 2
+      // needs 2 ranks; tests/cli/mpi_test.cc runs them).
+      {"parallel.tensor", {"2"}},
 
       {"checkpoint.activations", {"\"full\""}},
       {"checkpoint.save_every", {"5"}},
