@@ -745,8 +745,8 @@ std::vector<ConfigKey> build_schema() {
               "between them (Megatron-LM's layout: q, k, v, gate and up split by output rows, o "
               "and down by input columns, heads divided); ZeRO and the data are over the groups. "
               "It must divide the job's ranks and the model's heads, kv heads and "
-              "intermediate_size. cpu over MPI; not yet with LoRA, model.weights or "
-              "checkpoints."),
+              "intermediate_size. cpu over MPI (model.weights: each rank loads its part); "
+              "not yet with LoRA or checkpoints."),
 
       // [checkpoint]
       activation_checkpointing(),

@@ -521,38 +521,54 @@ void Transformer::rmsnorm_backward_of_own_heads(const Tensor& dy, const Tensor& 
   backend_.add(dw, part, dw);
 }
 
-void Transformer::fill_uniform_part(size_t g, size_t i, uint64_t seed, float bound) {
+Shape Transformer::whole_shape(size_t g, size_t i) const {
+  const Shape& part = layouts_[g].specs[i].shape;
+  if (!splits_over_tensor_group(g, i)) return part;
+  const int64_t n = options_.tensor_parallel.size;
+  // Row-parallel o and down are split by columns; the rest (and every bias)
+  // by rows.
+  const int view = static_cast<int>(i);
+  if (view == block_index_[kWo] || view == block_index_[kWDown]) return {part[0], part[1] * n};
+  Shape whole = part;
+  whole[0] *= n;
+  return whole;
+}
+
+void Transformer::write_part(size_t g, size_t i, const void* whole) {
   const TensorParallel& tp = options_.tensor_parallel;
-  const ParamSpec& spec = layouts_[g].specs[i];
   Tensor& part = params_[g].views[i];
-  // The whole projection or bias as one rank draws it, then this rank's rows
-  // or columns of it: a run of N ranks starts from the same weights as a run
-  // of one (the counter-based draw depends on the element's index in the
-  // whole tensor). Through the host, once, at init.
-  LoraTarget target = kNumLoraTargets;
-  for (int t = 0; t < kNumLoraTargets; ++t)
-    if (block_index_[weight_of(static_cast<LoraTarget>(t))] == static_cast<int>(i))
-      target = static_cast<LoraTarget>(t);
-  HR_CHECK(target != kNumLoraTargets && spec.shape.size() == 2,
-           "fill_uniform_part: " + spec.name + " is not a split projection");
-  const auto [out, in] = projection_shape(config_, target);
-  Tensor whole =
-      backend_.empty({out, in}, part.dtype(), Category::kWorkspace, layouts_[g].name + ".init");
-  backend_.fill_uniform(whole, seed, -bound, bound);
+  HR_CHECK(splits_over_tensor_group(g, i),
+           "write_part: " + layouts_[g].specs[i].name + " is not split over the group");
   if (backend_.kind() == BackendKind::kMeta) return;
+  const Shape full = whole_shape(g, i);
+  const int64_t in = full.size() > 1 ? full[1] : 1;
+  const int64_t rows = part.size(0), cols = part.dim() > 1 ? part.size(1) : 1;
+  const bool by_columns = cols != in;
+  const int64_t row0 = by_columns ? 0 : tensor_parallel_part(full[0], tp.rank, tp.size).first;
+  const int64_t col0 = by_columns ? tensor_parallel_part(in, tp.rank, tp.size).first : 0;
   const size_t element = size_of(part.dtype());
-  std::vector<unsigned char> all(static_cast<size_t>(whole.numel()) * element);
+  const auto* from = static_cast<const unsigned char*>(whole);
   std::vector<unsigned char> mine(static_cast<size_t>(part.numel()) * element);
-  backend_.copy_to_host(whole, all.data());
-  const int64_t rows = part.size(0), cols = part.size(1);
-  const bool by_rows = splits_output_rows(target);
-  const int64_t row0 = by_rows ? tensor_parallel_part(out, tp.rank, tp.size).first : 0;
-  const int64_t col0 = by_rows ? 0 : tensor_parallel_part(in, tp.rank, tp.size).first;
   for (int64_t r = 0; r < rows; ++r)
-    std::copy_n(all.data() + static_cast<size_t>(((row0 + r) * in + col0)) * element,
+    std::copy_n(from + static_cast<size_t>((row0 + r) * in + col0) * element,
                 static_cast<size_t>(cols) * element,
                 mine.data() + static_cast<size_t>(r * cols) * element);
   backend_.copy_from_host(mine.data(), part);
+}
+
+void Transformer::fill_uniform_part(size_t g, size_t i, uint64_t seed, float bound) {
+  // The whole projection as one rank draws it, then this rank's rows or
+  // columns of it: a run of N ranks starts from the same weights as a run
+  // of one (the counter-based draw depends on the element's index in the
+  // whole tensor). Through the host, once, at init.
+  Tensor& part = params_[g].views[i];
+  Tensor whole = backend_.empty(whole_shape(g, i), part.dtype(), Category::kWorkspace,
+                                layouts_[g].name + ".init");
+  backend_.fill_uniform(whole, seed, -bound, bound);
+  if (backend_.kind() == BackendKind::kMeta) return;
+  std::vector<unsigned char> values(whole.nbytes());
+  backend_.copy_to_host(whole, values.data());
+  write_part(g, i, values.data());
 }
 
 uint64_t Transformer::dropout_seed(int64_t layer, LoraTarget t) const {

@@ -120,6 +120,14 @@ class Transformer {
   // replicated one; false without tensor parallelism.
   bool splits_over_tensor_group(size_t g, size_t i) const;
 
+  // Spec i of group g's shape in the whole model: the spec's own shape
+  // unless it is split over the tensor-parallel group.
+  Shape whole_shape(size_t g, size_t i) const;
+  // Writes this rank's part of the split spec i of group g from the whole
+  // tensor's values on the host (whole_shape(g, i), the view's dtype);
+  // between begin_params_write(g) and end_params_write(g). Nothing on meta.
+  void write_part(size_t g, size_t i, const void* whole);
+
   const ModelConfig& config() const { return config_; }
   const TransformerOptions& options() const { return options_; }
   // Groups in order: embed, block.0 .. block.L-1, head, then with LoRA

@@ -268,8 +268,15 @@ void load_groups(Backend& backend, Transformer& model, const SafetensorsIndex& i
       Tensor& view = model.params()[g].views[i];
       raw.resize(entry->nbytes);
       index.read_raw(*entry, raw.data());
-      convert(raw, entry->dtype, view.dtype(), view.numel(), converted);
-      backend.copy_from_host(converted.data(), view);
+      // parallel.tensor: the file holds the whole tensor; this rank keeps
+      // its rows or columns.
+      const bool split = model.splits_over_tensor_group(g, i);
+      convert(raw, entry->dtype, view.dtype(),
+              split ? numel_of(model.whole_shape(g, i)) : view.numel(), converted);
+      if (split)
+        model.write_part(g, i, converted.data());
+      else
+        backend.copy_from_host(converted.data(), view);
     }
     model.end_params_write(g);
   }
@@ -329,9 +336,12 @@ void check_adapter_config(const LoraOptions& lora, const std::string& dir) {
 
 void load_weights(Backend& backend, Transformer& model, const std::string& path) {
   SafetensorsIndex index = SafetensorsIndex::open(path);
+  // Matched against the whole model's shapes (a tensor-parallel rank's
+  // layouts hold its parts), in the same order.
   const std::vector<const SafetensorsEntry*> entries =
-      match(index, model.config(), model.layouts(), 0, model.num_base_groups(),
-            "model.weights the checkpoint");
+      match(index, model.config(),
+            transformer_layouts(model.config(), model.options().lora, model.options().nf4), 0,
+            model.num_base_groups(), "model.weights the checkpoint");
   load_groups(backend, model, index, entries, 0, model.num_base_groups());
 }
 

@@ -37,10 +37,6 @@ void refuse_unbuilt_features(const ExperimentConfig& c) {
     if (c.lora.enabled)
       refuse(tp + " with lora.enabled = true",
              "adapters split like their projections are issue 43's next step");
-    if (!c.model.weights.empty())
-      refuse(tp + " with model.weights",
-             "each rank would load its rows or columns of the file; it starts from model.seed "
-             "only");
     if (c.checkpoint.save_every > 0 || c.checkpoint.save_initial ||
         !c.checkpoint.resume_from.empty() ||
         c.checkpoint.resume == CheckpointSection::Resume::kAuto)

@@ -455,13 +455,22 @@ INSTANTIATE_TEST_SUITE_P(Stages, MpiPlan,
 // norms are one rank's; beside data parallelism (ZeRO-3 over the groups)
 // they are one rank's accumulating the data-parallel ranks' micro-batches.
 TEST_F(Mpi, TensorParallelGroupsLoseWhatOneRankLoses) {
-  ASSERT_EQ(train(0, "--set run.steps=4 --set batch.grad_accum=2 --set run.name=one").code, 0);
+  ASSERT_EQ(train(0,
+                  "--set run.steps=4 --set batch.grad_accum=2 --set run.name=one "
+                  "--set checkpoint.save_initial=true")
+                .code,
+            0);
   const std::vector<StepRecord> one = steps("one", 0);
   ASSERT_EQ(one.size(), 4u);
   // (ranks, the settings beside parallel.tensor = 2)
   const std::vector<std::pair<int, std::string>> runs = {
       {2, "batch.grad_accum=2"},
       {4, "batch.grad_accum=1 --set zero.stage=3"},
+      // Another seed, and the single rank's initial weights loaded: every
+      // rank takes its rows or columns of the file.
+      {2,
+       "batch.grad_accum=2 --set model.seed=5 --set "
+       "model.weights=results/one/checkpoints/step-0"},
   };
   int index = 0;
   for (const auto& [ranks, settings] : runs) {

@@ -3,7 +3,8 @@
 // small decoder, and each rank also trains the whole model alone, so every
 // comparison is local (no gather):
 //   - the weights after init_random are this rank's rows / columns of the
-//     whole model's (the same counter-based draw);
+//     whole model's (the same counter-based draw), and so are those loaded
+//     from the whole model's safetensors file (model.weights);
 //   - after one forward_backward of two micro-batches the loss is the whole
 //     model's and every gradient is this rank's part of the whole model's;
 //   - 20 AdamW steps give the whole model's losses and gradient norms (the
@@ -17,10 +18,13 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "backend/backend.h"
 #include "comm/communicator.h"
 #include "comm/mpi_comm.h"
 #include "model/transformer.h"
+#include "model/weights.h"
 #include "train/optimizer.h"
 #include "train/trainer.h"
 
@@ -108,14 +112,14 @@ struct Model {
   std::unique_ptr<Backend> backend = make_cpu_backend(allocator);
   std::unique_ptr<Transformer> transformer;
 
-  Model(const ModelConfig& config, TensorParallel tp) {
+  Model(const ModelConfig& config, TensorParallel tp, uint64_t seed = 11) {
     TransformerOptions options;
     options.attention_block_size = 4;
     options.loss.chunk_size = 5;
     options.checkpoint_interval = 2;  // block 0 recomputes: its all-reduces run twice
     options.tensor_parallel = tp;
     transformer = std::make_unique<Transformer>(*backend, config, options);
-    transformer->init_random(11);
+    transformer->init_random(seed);
   }
 };
 
@@ -136,6 +140,22 @@ void check(bool qwen2, Communicator& group) {
                           spec.name, rank),
                   0, name + "init " + spec.name);
     }
+
+  // model.weights: the whole model's file gives a rank its part, whatever
+  // it was initialized with.
+  {
+    const std::string file = "/tmp/headroom_tensor_parallel_" + std::to_string(getpid()) + "_" +
+                             config.name + ".safetensors";
+    save_weights(*whole.backend, *whole.transformer, file);
+    Model loaded(config, {rank, size, &group}, 12);
+    load_weights(*loaded.backend, *loaded.transformer, file);
+    std::remove(file.c_str());
+    for (size_t g = 0; g < layouts.size(); ++g)
+      for (size_t i = 0; i < layouts[g].specs.size(); ++i)
+        expect_near(host(loaded.transformer->params()[g].views[i]),
+                    host(part.transformer->params()[g].views[i]), 0,
+                    name + "loaded " + layouts[g].specs[i].name);
+  }
 
   const std::vector<Batch> batches = micro_batches(5);
   std::vector<float> losses[2];
