@@ -128,9 +128,14 @@ Advice advise(const ExperimentConfig& config, int world_size, const PlanFigures&
         load_config_string(to_toml(config), "counterfactual", knob.overrides);
     cf.cost = step_cost(changed, model, world_size, cf.plan.shape);
     cf.step_seconds = seconds_of(cf.cost, advice.rates);
-    // The baseline over the same tokens: its own split and row width.
+    // The baseline over the same tokens: its own split and row width. The
+    // same tokens per step, that is: a rank of a tensor-parallel group
+    // computes its group's micro-batches, so a rank of groups twice as large
+    // sees twice the baseline rank's tokens.
+    const double base_tokens = cf.plan.shape.tokens * config.parallel.tensor /
+                               static_cast<double>(changed.parallel.tensor);
     const StepShape base_shape =
-        shape_of(config, cf.plan.shape.tokens,
+        shape_of(config, base_tokens,
                  config.batch.mode == BatchSection::Mode::kPacked ? 0 : cf.plan.shape.row_width);
     StepShape own = base_shape;
     own.allocations = cf.plan.shape.allocations;

@@ -94,15 +94,19 @@ StepCost step_cost(const ExperimentConfig& c, const ModelConfig& m, int world_si
   StepCost cost;
   const int k = c.checkpoint.activations;
   const double recomputed_blocks = k > 0 ? std::ceil(L / k) : 0;
-  cost.recompute_flops = recomputed_blocks * block_fwd;
+  // parallel.tensor: a rank computes 1 / N of every block (its heads and
+  // its part of the MLP); the embedding and the head are replicated.
+  const double N = std::max(1, c.parallel.tensor);
+  cost.recompute_flops = recomputed_blocks * block_fwd / N;
   if (c.loss.chunk_size > 0 && c.loss.mode == LossSection::Mode::kRecompute)
     cost.recompute_flops += head_fwd;
-  cost.flops = L * (block_fwd + block_bwd) + head_fwd + head_bwd + cost.recompute_flops;
+  cost.flops = L * (block_fwd + block_bwd) / N + head_fwd + head_bwd + cost.recompute_flops;
 
-  // Collectives.
-  const double n = world_size;
+  // Collectives: the gradients' over the data-parallel ranks, of this
+  // rank's parameters (1 / N of each block).
+  const double n = std::max(1.0, world_size / N);
   const double ring = n > 1 ? (n - 1) / n : 0;
-  const double P = static_cast<double>(m.num_parameters());
+  const double P = static_cast<double>(m.num_parameters()) - L * block_weights * (1 - 1 / N);
   const double bytes = dtype_bytes(c.model.dtype);
   // Trained parameters: all of them, or LoRA's adapters (r (in + out) per
   // target per block: small, but counted).
@@ -128,6 +132,14 @@ StepCost step_cost(const ExperimentConfig& c, const ModelConfig& m, int world_si
   } else {
     const double gathers = 2 + (k > 0 ? 1 : 0);  // forward, backward, recompute
     cost.comm_bytes = ring * (gathers * shape.micro_batches * P * bytes + trained * bytes);
+  }
+  if (N > 1) {
+    // Megatron's layout: two ring all-reduces of the (T, C) activations per
+    // sublayer (one forward, one backward), again for each recomputed
+    // block's forward.
+    const double tensor_ring = 2 * (N - 1) / N;
+    const double all_reduces = 4 * L + 2 * recomputed_blocks;
+    cost.comm_bytes += all_reduces * tensor_ring * T * C * bytes;
   }
   if (c.zero.offload_optimizer) {
     const double shard = n > 1 && c.zero.stage >= 1 ? trained / n : trained;

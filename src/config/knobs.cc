@@ -137,6 +137,19 @@ std::vector<KnobSpec> build_knob_table() {
               {"zero.stage=" + std::to_string(c.zero.stage + 1)},
               c.zero.stage == 2 ? "parameters gathered per block, per micro-batch" : ""}};
        }},
+      // Tensor parallelism on the same ranks: groups twice as large, half
+      // as many data-parallel ranks, so twice the accumulation keeps the
+      // tokens per step (the model's and the refusals' checks are the
+      // plan's: a value it refuses is listed as refused).
+      {"parallel.tensor", E::kSameGlobalBatch,
+       [](const ExperimentConfig& c, const KnobContext& context) {
+         const int doubled = 2 * c.parallel.tensor;
+         if (context.world_size % doubled != 0) return Choices{};
+         return Choices{{"tensor-parallel groups of " + std::to_string(doubled) + " ranks",
+                         {"parallel.tensor=" + std::to_string(doubled), accumulation_doubled(c)},
+                         "each block's weights, heads and MLP split over the group; two "
+                         "all-reduces of the activations per sublayer"}};
+       }},
       {"zero.offload_optimizer", E::kSameTraining,
        [](const ExperimentConfig& c, const KnobContext&) {
          if (c.zero.offload_optimizer) return Choices{};

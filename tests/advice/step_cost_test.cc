@@ -109,6 +109,28 @@ TEST(StepCost, ZeroThreeGathersParametersPerMicroBatchOnTopOfTheGradients) {
   EXPECT_DOUBLE_EQ(step_cost(c, m, 4, shape).comm_bytes, 0.75 * (3 * 4 * P * 2 + P * 2));
 }
 
+TEST(StepCost, TensorParallelRanksComputeTheirPartOfEachBlockAndAllReduceActivations) {
+  const ModelConfig m = small_model();
+  ExperimentConfig c = base_config();
+  c.parallel.tensor = 2;
+  const StepShape shape{16, 8, 1};
+  const double block = block_forward(m, 16, 8), head = 2.0 * 1000 * 64 * 16;
+  // 4 ranks: 2 groups of 2. A rank computes half of every block, the whole
+  // head; the gradients of its parameters (half of each block's) go over
+  // the 2 data-parallel ranks, and each layer's 4 activation all-reduces of
+  // (16, 64) over the group.
+  const StepCost cost = step_cost(c, m, 4, shape);
+  EXPECT_DOUBLE_EQ(cost.flops, 3 * (4 * block / 2 + head));
+  const double block_weights = 64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128;
+  const double P = static_cast<double>(m.num_parameters()) - 4 * block_weights / 2;
+  const double activations = 4 * 4 * (2 * 0.5) * 16 * 64 * 2;
+  EXPECT_DOUBLE_EQ(cost.comm_bytes, 2 * 0.5 * P * 2 + activations);
+  // A recomputed block all-reduces its forward's two again.
+  c.checkpoint.activations = 1;
+  EXPECT_DOUBLE_EQ(step_cost(c, m, 4, shape).comm_bytes,
+                   2 * 0.5 * P * 2 + activations + 4 * 2 * (2 * 0.5) * 16 * 64 * 2);
+}
+
 TEST(StepCost, AFrozenBaseSkipsTheWeightGradientsAndMovesOnlyTheAdapters) {
   const ModelConfig m = small_model();
   ExperimentConfig c = base_config();

@@ -89,6 +89,23 @@ TEST(KnobCatalogue, LeavesOutWhatTheConfigAlreadyDoes) {
   EXPECT_TRUE(has(sets, "zero.stage=1")) << "two ranks at stage 0";
 }
 
+TEST(KnobCatalogue, OffersTensorParallelGroupsTheRanksDivideInto) {
+  const ExperimentConfig c = gpu_config();
+  EXPECT_FALSE(has(all_overrides(knob_catalogue(c, 1, {})), "parallel.tensor=2"));
+  EXPECT_FALSE(has(all_overrides(knob_catalogue(c, 3, {})), "parallel.tensor=2"));
+  const std::vector<Knob> knobs = knob_catalogue(c, 4, {});
+  const auto tp = std::find_if(knobs.begin(), knobs.end(), [](const Knob& k) {
+    return !k.overrides.empty() && k.overrides.front() == "parallel.tensor=2";
+  });
+  ASSERT_NE(tp, knobs.end());
+  // Half the data-parallel ranks: twice the accumulation, the same tokens.
+  EXPECT_EQ(tp->overrides, (std::vector<std::string>{"parallel.tensor=2", "batch.grad_accum=2"}));
+  ExperimentConfig grouped = c;
+  grouped.parallel.tensor = 2;
+  EXPECT_TRUE(has(all_overrides(knob_catalogue(grouped, 4, {})), "parallel.tensor=4"));
+  EXPECT_FALSE(has(all_overrides(knob_catalogue(grouped, 2, {})), "parallel.tensor=4"));
+}
+
 TEST(KnobCatalogue, TruncatesAtTheNinetyNinthPercentileAndCountsWhatIsCut) {
   ExperimentConfig c = gpu_config();
   std::vector<int64_t> lengths(200, 100);
