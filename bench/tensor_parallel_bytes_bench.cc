@@ -10,7 +10,9 @@
 // communicators sum bf16 through an fp32 buffer, so 4 bytes, where NCCL's
 // native bf16 ring would send 2). The rows: the closed form at 2 bytes and
 // at 4, the counted bytes at 4, and their ratio to the closed form at 4
-// (> 1 by the small q/k norm gradients).
+// (> 1 by the vocab-parallel embedding's output and loss's d_hidden, two
+// more (b*s, h) all-reduces per micro-batch, and the small q/k norm
+// gradients).
 //
 //   ./build/bench/tensor_parallel_bytes_bench [preset] [tokens]
 #include <cstdio>

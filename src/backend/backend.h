@@ -177,9 +177,12 @@ class Backend final {
   // ones are added to (weight gradients, across micro-batches). ----
 
   // out[t, :] = table[ids[t], :]. table (V, C); ids (T) int32; out (T, C), table's dtype.
-  // An id outside [0, V) is an InternalError naming it (the data layer validates first).
+  // id -1: a token another rank's part of a vocabulary-parallel table holds
+  // (model/tensor_parallel.h): its row is 0. Any other id outside [0, V) is
+  // an InternalError naming it (the data layer validates first).
   void embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out);
-  // d_table[ids[t], :] += d_out[t, :]; d_table (V, C) accumulated.
+  // d_table[ids[t], :] += d_out[t, :]; d_table (V, C) accumulated; id -1
+  // adds nothing.
   void embedding_backward(const Tensor& d_out, const Tensor& ids, Tensor& d_table);
 
   // y = x / sqrt(mean(x^2) + eps) * w, row-wise over the last dim.
@@ -249,13 +252,16 @@ class Backend final {
                                                std::string_view tag_prefix);
 
   // Cross-entropy on one chunk of logits. logits (N, V) fp32 or bf16;
-  // targets (N) int32, -1 = not counted; lse (N) fp32 written;
-  // loss_sum (1) fp32 accumulated with sum over counted rows of
-  // lse - logits[target]. A target outside [-1, V) is an InternalError.
+  // targets (N) int32, -1 = not counted, -2 = counted but its target in
+  // another rank's part of a vocabulary-parallel head (model/tensor_parallel.h);
+  // lse (N) fp32 written (every row); loss_sum (1) fp32 accumulated with sum
+  // over rows with a target in [0, V) of lse - logits[target]. A target
+  // outside [-2, V) is an InternalError.
   void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& lse,
                              Tensor& loss_sum);
   // In place: logits <- scale * (softmax(logits) - onehot(target)), using the
-  // saved lse; rows with target -1 become 0. Afterwards logits holds dlogits.
+  // saved lse; rows with target -1 become 0, rows with target -2 scale *
+  // softmax (no onehot here). Afterwards logits holds dlogits.
   void cross_entropy_backward(Tensor& logits, const Tensor& targets, const Tensor& lse,
                               float scale);
 

@@ -743,9 +743,10 @@ std::vector<ConfigKey> build_schema() {
       integer(HR_FIELD(parallel.tensor), 1, kNoMax,
               "Tensor parallelism: groups of this many consecutive ranks hold one model "
               "between them (Megatron-LM's layout: q, k, v, gate and up split by output rows, o "
-              "and down by input columns, heads divided); ZeRO and the data are over the groups. "
-              "It must divide the job's ranks and the model's heads, kv heads and "
-              "intermediate_size. cpu over MPI (model.weights: each rank loads its part); "
+              "and down by input columns, heads divided, the embedding, head and loss "
+              "vocab-parallel); ZeRO and the data are over the groups. It must divide the job's "
+              "ranks and the model's heads, kv heads, intermediate_size and vocab_size. cpu over "
+              "MPI (model.weights: each rank loads its part); "
               "not yet with LoRA or checkpoints."),
 
       // [checkpoint]

@@ -56,7 +56,9 @@ std::vector<GroupLayout> transformer_layouts(const ModelConfig& c, const LoraOpt
   const int64_t N = tensor_parallel, C = c.hidden_size, V = c.vocab_size;
   const int64_t HD = c.num_heads / N * c.head_dim, KVD = c.num_kv_heads / N * c.head_dim;
   std::vector<GroupLayout> layouts;
-  layouts.push_back(GroupLayout::make("embed", {{"model.embed_tokens.weight", {V, C}}}));
+  // Vocabulary-parallel: a rank's part of the embedding and of the head.
+  const int64_t VP = V / N;
+  layouts.push_back(GroupLayout::make("embed", {{"model.embed_tokens.weight", {VP, C}}}));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = layer_name(l);
     auto projection = [&](LoraTarget t) {
@@ -86,7 +88,7 @@ std::vector<GroupLayout> transformer_layouts(const ModelConfig& c, const LoraOpt
     layouts.push_back(GroupLayout::make("block." + std::to_string(l), std::move(specs)));
   }
   std::vector<ParamSpec> head = {{"model.norm.weight", {C}}};
-  if (!c.tie_word_embeddings) head.push_back({"lm_head.weight", {V, C}});
+  if (!c.tie_word_embeddings) head.push_back({"lm_head.weight", {VP, C}});
   layouts.push_back(GroupLayout::make("head", std::move(head)));
   if (!lora.enabled) return layouts;
 

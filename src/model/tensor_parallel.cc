@@ -10,6 +10,7 @@ std::string tensor_parallel_problem(const ModelConfig& config, int size) {
       {"num_attention_heads", config.num_heads},
       {"num_key_value_heads", config.num_kv_heads},
       {"intermediate_size", config.intermediate_size},
+      {"vocab_size", config.vocab_size},
   };
   for (const auto& [key, n] : split)
     if (n % size != 0)

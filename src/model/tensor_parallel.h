@@ -10,11 +10,15 @@
 //   backward         the input gradient of the column-parallel projections
 //                    is partial and all-reduced (one per sublayer backward).
 // Heads stay whole per rank: H/N query heads and KV/N kv heads, the query
-// heads of one kv head on the same rank (GQA needs no exchange). Norms, the
-// embedding and the head are replicated: every rank of the group sees the
-// same (all-reduced) activations, so their gradients agree without a
-// collective, except Qwen3's q/k norm weights, which each rank applies to its
-// own heads only: their gradients are partial and all-reduced too.
+// heads of one kv head on the same rank (GQA needs no exchange). The
+// vocabulary is split too: rank r holds rows [r V/N, (r+1) V/N) of the
+// embedding and of the head; a token another rank holds embeds as zeros and
+// the embedding's output is all-reduced, and the loss is vocab-parallel
+// (vocab_parallel_loss.h: each rank's logits are (T, V/N)). Norms are
+// replicated: every rank of the group sees the same (all-reduced)
+// activations, so their gradients agree without a collective, except
+// Qwen3's q/k norm weights, which each rank applies to its own heads only:
+// their gradients are partial and all-reduced too.
 #pragma once
 
 #include <string>
@@ -37,9 +41,10 @@ struct TensorParallel {
   bool enabled() const { return size > 1; }
 };
 
-// Why `config` cannot be split over `size` ranks ("model.num_kv_heads = 2 is
-// not a multiple of parallel.tensor = 4", naming the model's keys as
-// config.json and the presets spell them), or "" when it can.
+// Why `config` cannot be split over `size` ranks ("the model's
+// num_key_value_heads = 2 is not a multiple of parallel.tensor = 4", naming
+// the model's keys as config.json spells them: heads, kv heads,
+// intermediate_size, vocab_size), or "" when it can.
 std::string tensor_parallel_problem(const ModelConfig& config, int size);
 
 // Whether projection t is split by its output rows (column-parallel) rather

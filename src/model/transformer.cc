@@ -6,6 +6,7 @@
 #include <string>
 
 #include "comm/communicator.h"
+#include "model/vocab_parallel_loss.h"
 #include "util/error.h"
 
 namespace headroom {
@@ -192,7 +193,7 @@ void Transformer::init_random(uint64_t seed) {
         backend_.fill(w, 1.0f);
       } else if (is_bias) {
         backend_.fill(w, 0.0f);
-      } else if (options_.tensor_parallel.enabled() && g >= 1 && g + 1 < num_base_groups()) {
+      } else if (splits_over_tensor_group(g, i)) {
         fill_uniform_part(g, i, seed * 1000003 + stream, a);
       } else {
         backend_.fill_uniform(w, seed * 1000003 + stream, -a, a);
@@ -493,7 +494,10 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
 }
 
 bool Transformer::splits_over_tensor_group(size_t g, size_t i) const {
-  if (!options_.tensor_parallel.enabled() || g < 1 || g + 1 >= num_base_groups()) return false;
+  if (!options_.tensor_parallel.enabled() || g >= num_base_groups()) return false;
+  // The embedding and an untied head by vocabulary rows.
+  if (g == 0) return true;
+  if (g + 1 == num_base_groups()) return i == 1;
   const int view = static_cast<int>(i);
   for (BlockParam p : {kWq, kWk, kWv, kWo, kWGate, kWUp, kWDown, kBq, kBk, kBv})
     if (block_index_[p] == view) return true;
@@ -598,6 +602,7 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
   const bool tied = config_.tie_word_embeddings;
   const bool frozen = frozen_base();
   const bool lora = options_.lora.enabled;
+  const TensorParallel& tp = options_.tensor_parallel;
   // The groups each pass reads after position i of its order.
   auto forward_ahead = [&](size_t i) {
     return std::span<const size_t>(forward_order_).subspan(i + 1);
@@ -613,17 +618,33 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
   {
     PhaseScope scope(allocator, Phase::kForward);
     ids = b.empty({T}, DType::kI32, Category::kActivation, "batch.tokens");
-    b.copy_from_host(batch.tokens.data(), ids);
+    if (tp.enabled()) {
+      // This rank's rows of the vocabulary: its own tokens' indices there,
+      // -1 for the others' (a zero row; the output is summed over the group).
+      const int64_t part = config_.vocab_size / tp.size, begin = tp.rank * part;
+      std::vector<int32_t> mine(batch.tokens.size());
+      for (size_t t = 0; t < mine.size(); ++t)
+        mine[t] = batch.tokens[t] >= begin && batch.tokens[t] < begin + part
+                      ? static_cast<int32_t>(batch.tokens[t] - begin)
+                      : -1;
+      b.copy_from_host(mine.data(), ids);
+    } else {
+      b.copy_from_host(batch.tokens.data(), ids);
+    }
     positions_ = b.empty({T}, DType::kI32, Category::kActivation, "batch.positions");
     b.copy_from_host(batch.positions.data(), positions_);
-    targets = b.empty({T}, DType::kI32, Category::kActivation, "batch.targets");
-    b.copy_from_host(batch.targets.data(), targets);
+    // A vocabulary-parallel loss makes its own part of the targets.
+    if (!tp.enabled()) {
+      targets = b.empty({T}, DType::kI32, Category::kActivation, "batch.targets");
+      b.copy_from_host(batch.targets.data(), targets);
+    }
 
     Tensor x =
         b.empty({T, C}, dt, is_checkpointed(0) ? Category::kCheckpoint : Category::kActivation,
                 "embed.out");
     acquire_params(kEmbed, forward_ahead(0));
     b.embedding_forward(params_.front().views[0], ids, x);
+    sum_over_tensor_group(x, "embed.out");
     release_params(kEmbed);
     if (options_.attention_dense) {
       const int64_t rows =
@@ -658,13 +679,21 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
     h_final = b.empty({T, C}, dt, Category::kActivation, "final_norm.out");
     rstd_final = b.empty({T}, DType::kF32, Category::kActivation, "final_norm.rstd");
     b.rmsnorm_forward(x_final, params_[head].views[0], eps, h_final, rstd_final);
-    loss_saved =
-        linear_cross_entropy_forward(b, h_final, lm_head(), targets, options_.loss, loss_sum);
     Tensor d_h = b.empty({T, C}, dt, Category::kActivation, "final_norm.out.grad");
     Tensor d_lm_head = lm_head_grad();
-    linear_cross_entropy_backward(b, h_final, lm_head(), targets, loss_saved, options_.loss,
-                                  loss_scale, d_h, d_lm_head);
-    loss_saved = LinearCrossEntropySaved{};
+    if (tp.enabled()) {
+      // Each rank's logits are its (T, V/N) part (vocab_parallel_loss.h).
+      VocabParallelSaved parts = vocab_parallel_cross_entropy_forward(
+          b, h_final, lm_head(), batch.targets, tp, options_.loss, loss_sum);
+      vocab_parallel_cross_entropy_backward(b, h_final, lm_head(), parts, tp, options_.loss,
+                                            loss_scale, d_h, d_lm_head);
+    } else {
+      loss_saved =
+          linear_cross_entropy_forward(b, h_final, lm_head(), targets, options_.loss, loss_sum);
+      linear_cross_entropy_backward(b, h_final, lm_head(), targets, loss_saved, options_.loss,
+                                    loss_scale, d_h, d_lm_head);
+      loss_saved = LinearCrossEntropySaved{};
+    }
     h_final = Tensor();
     Tensor dx = b.empty({T, C}, dt, Category::kActivation, "final_norm.in.grad");
     Tensor d_final_norm = frozen ? Tensor() : grads_[head].views[0];

@@ -39,16 +39,24 @@ struct EmbeddingShape {
   DType dtype;
   int64_t vocab, channels, tokens;
   bool fd = false;
+  // Every third id -1: a token another rank's part of a vocabulary-parallel
+  // table holds (a zero row, no gradient).
+  bool others = false;
 };
 
 std::string embedding_name(const EmbeddingShape& p) {
   return fd_prefix(p.fd) + dtype_name(p.dtype) + "_V" + std::to_string(p.vocab) + "_C" +
-         std::to_string(p.channels) + "_T" + std::to_string(p.tokens);
+         std::to_string(p.channels) + "_T" + std::to_string(p.tokens) +
+         (p.others ? "_others_ids" : "");
 }
 
 // ids with repeats (tokens > vocab repeats some for sure).
 Operand embedding_ids(const EmbeddingShape& p) {
-  return given("ids", {p.tokens}, kI32, random_integers(p.tokens, 11, 0, p.vocab - 1));
+  std::vector<double> ids = random_integers(p.tokens, 11, 0, p.vocab - 1);
+  if (p.others)
+    for (size_t t = 0; t < ids.size(); t += 3)
+      ids[t] = -1;
+  return given("ids", {p.tokens}, kI32, ids);
 }
 
 std::vector<double> embedding_reference(const std::vector<double>& table,
@@ -57,7 +65,7 @@ std::vector<double> embedding_reference(const std::vector<double>& table,
   for (size_t t = 0; t < ids.size(); ++t)
     for (int64_t c = 0; c < channels; ++c)
       out[at(static_cast<int64_t>(t), channels, c)] =
-          table[at(static_cast<int64_t>(ids[t]), channels, c)];
+          ids[t] < 0 ? 0.0 : table[at(static_cast<int64_t>(ids[t]), channels, c)];
   return out;
 }
 
@@ -65,8 +73,15 @@ struct EmbeddingForwardCase {
   static constexpr Op kOp = Op::kEmbeddingForward;
   using Params = EmbeddingShape;
   static std::vector<Params> params() {
-    return {{kF32, 1, 1, 1},     {kF32, 50, 17, 9}, {kF32, 7, 64, 130}, {kBF16, 50, 17, 9},
-            {kBF16, 7, 64, 130}, {kF32, 5, 3, 0},   {kF16, 50, 17, 9}};
+    return {{kF32, 1, 1, 1},
+            {kF32, 50, 17, 9},
+            {kF32, 7, 64, 130},
+            {kBF16, 50, 17, 9},
+            {kBF16, 7, 64, 130},
+            {kF32, 5, 3, 0},
+            {kF16, 50, 17, 9},
+            {kF32, 50, 17, 9, false, true},
+            {kBF16, 7, 64, 130, false, true}};
   }
   static std::string name(const Params& p) { return embedding_name(p); }
   static OpRun build(const Params& p) {
@@ -88,8 +103,16 @@ struct EmbeddingBackwardCase {
   static constexpr Op kOp = Op::kEmbeddingBackward;
   using Params = EmbeddingShape;
   static std::vector<Params> params() {
-    return {{kF32, 1, 1, 1},     {kF32, 50, 17, 9}, {kF32, 7, 64, 130},    {kBF16, 50, 17, 9},
-            {kBF16, 7, 64, 130}, {kF32, 5, 3, 0},   {kF32, 6, 4, 9, true}, {kF16, 7, 64, 130}};
+    return {{kF32, 1, 1, 1},
+            {kF32, 50, 17, 9},
+            {kF32, 7, 64, 130},
+            {kBF16, 50, 17, 9},
+            {kBF16, 7, 64, 130},
+            {kF32, 5, 3, 0},
+            {kF32, 6, 4, 9, true},
+            {kF16, 7, 64, 130},
+            {kF32, 7, 64, 130, false, true},
+            {kF32, 6, 4, 9, true, true}};
   }
   static std::string name(const Params& p) { return embedding_name(p); }
   static OpRun build(const Params& p) {
@@ -107,7 +130,7 @@ struct EmbeddingBackwardCase {
       std::vector<double> d_table = run.v("d_table");
       const std::vector<double>& ids = run.v("ids");
       for (size_t t = 0; t < ids.size(); ++t)
-        for (int64_t c = 0; c < p.channels; ++c)
+        for (int64_t c = 0; c < p.channels && ids[t] >= 0; ++c)
           d_table[at(static_cast<int64_t>(ids[t]), p.channels, c)] +=
               run.v("d_out")[at(static_cast<int64_t>(t), p.channels, c)];
       return Values{{"d_table", d_table}};
@@ -546,7 +569,9 @@ struct SwigluBackwardCase {
 
 // ---- cross_entropy ----
 
-enum class Ignore { kNone, kSome, kAll };
+// kElsewhere: as kSome, and every third row from the first -2 (counted, the
+// target in another rank's part of a vocabulary-parallel head).
+enum class Ignore { kNone, kSome, kAll, kElsewhere };
 
 struct CrossEntropyShape {
   DType dtype;
@@ -557,7 +582,7 @@ struct CrossEntropyShape {
 };
 
 std::string cross_entropy_name(const CrossEntropyShape& p, bool backward) {
-  const char* ignore[] = {"", "_some_ignored", "_all_ignored"};
+  const char* ignore[] = {"", "_some_ignored", "_all_ignored", "_some_elsewhere"};
   std::string s = fd_prefix(p.fd) + dtype_name(p.dtype) + "_N" + std::to_string(p.rows) + "_V" +
                   std::to_string(p.vocab) + ignore[static_cast<int>(p.ignore)];
   return backward ? s + "_scale" + number_name(p.scale) : s;
@@ -567,7 +592,11 @@ std::string cross_entropy_name(const CrossEntropyShape& p, bool backward) {
 Operand cross_entropy_targets(const CrossEntropyShape& p) {
   std::vector<double> targets = random_integers(p.rows, 21, 0, p.vocab - 1);
   for (size_t i = 0; i < targets.size(); ++i)
-    if (p.ignore == Ignore::kAll || (p.ignore == Ignore::kSome && i % 3 == 1)) targets[i] = -1;
+    if (p.ignore == Ignore::kAll ||
+        ((p.ignore == Ignore::kSome || p.ignore == Ignore::kElsewhere) && i % 3 == 1))
+      targets[i] = -1;
+    else if (p.ignore == Ignore::kElsewhere && i % 3 == 0)
+      targets[i] = -2;
   return given("targets", {p.rows}, kI32, targets);
 }
 
@@ -588,9 +617,16 @@ struct CrossEntropyForwardCase {
   static constexpr Op kOp = Op::kCrossEntropyForward;
   using Params = CrossEntropyShape;
   static std::vector<Params> params() {
-    return {
-        {kF32, 1, 1, Ignore::kNone}, {kF32, 9, 65},    {kF32, 33, 1031},           {kBF16, 9, 65},
-        {kBF16, 33, 1031},           {kF16, 33, 1031}, {kF32, 4, 7, Ignore::kAll}, {kF32, 0, 5}};
+    return {{kF32, 1, 1, Ignore::kNone},
+            {kF32, 9, 65},
+            {kF32, 33, 1031},
+            {kBF16, 9, 65},
+            {kBF16, 33, 1031},
+            {kF16, 33, 1031},
+            {kF32, 4, 7, Ignore::kAll},
+            {kF32, 0, 5},
+            {kF32, 9, 65, Ignore::kElsewhere},
+            {kBF16, 33, 1031, Ignore::kElsewhere}};
   }
   static std::string name(const Params& p) { return cross_entropy_name(p, false); }
   static OpRun build(const Params& p) {
@@ -628,7 +664,9 @@ struct CrossEntropyBackwardCase {
             {kF16, 33, 1031, Ignore::kNone, 0.25f},
             {kF32, 4, 7, Ignore::kAll},
             {kF32, 0, 5},
-            {kF32, 4, 6, Ignore::kSome, 0.5f, true}};
+            {kF32, 4, 6, Ignore::kSome, 0.5f, true},
+            {kF32, 33, 1031, Ignore::kElsewhere, 1.0f / 33},
+            {kBF16, 9, 65, Ignore::kElsewhere, 0.25f}};
   }
   static std::string name(const Params& p) { return cross_entropy_name(p, true); }
   static OpRun build(const Params& p) {
@@ -647,9 +685,11 @@ struct CrossEntropyBackwardCase {
         const double target = targets[static_cast<size_t>(n)];
         for (int64_t j = 0; j < p.vocab; ++j) {
           double& x = d[at(n, p.vocab, j)];
-          x = target < 0 ? 0.0
-                         : p.scale * (std::exp(x - run.v("lse")[static_cast<size_t>(n)]) -
-                                      (j == target ? 1.0 : 0.0));
+          // -1: not counted; -2: the softmax alone (the onehot is another
+          // rank's).
+          x = target == -1 ? 0.0
+                           : p.scale * (std::exp(x - run.v("lse")[static_cast<size_t>(n)]) -
+                                        (j == target ? 1.0 : 0.0));
         }
       }
       return Values{{"logits", d}};

@@ -42,7 +42,7 @@ ModelConfig model(bool qwen2) {
   ModelConfig c;
   c.name = qwen2 ? "tp-qwen2" : "tp-qwen3";
   c.architecture = qwen2 ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
-  c.vocab_size = 19;
+  c.vocab_size = 20;  // 5 or 10 rows of the embedding and the head per rank
   c.hidden_size = 16;
   c.intermediate_size = 24;
   c.num_layers = 2;
@@ -61,7 +61,7 @@ std::vector<Batch> micro_batches(uint64_t seed) {
   for (int64_t len : {7, 12, 3, 9, 5}) {
     std::vector<int32_t> doc(static_cast<size_t>(len));
     for (auto& t : doc)
-      t = static_cast<int32_t>(rng() % 19);
+      t = static_cast<int32_t>(rng() % 20);
     append_document(batches[static_cast<size_t>(len % 2)], doc.data(), len);
   }
   return batches;
@@ -198,11 +198,12 @@ void check(bool qwen2, Communicator& group) {
     if (std::abs(got.loss - want.loss) > 1e-5 * std::abs(want.loss))
       fail(name + "step " + std::to_string(step) + " loss " + std::to_string(got.loss) +
            ", alone " + std::to_string(want.loss));
-    // The group sums partial products in another order than one rank does;
-    // AdamW's 1 / sqrt(v) grows those last-bit differences step by step
-    // (~1e-4 of the norm by step 18 at this learning rate), while the
-    // losses stay within 1e-5.
-    const double tolerance = step < 5 ? 1e-5 : 1e-3;
+    // The group sums partial products in another order than one rank does
+    // (and the loss combines the parts' fp32 lse); AdamW's 1 / sqrt(v) grows
+    // those last-bit differences step by step (3e-5 of the norm by step 3,
+    // ~1e-4 by step 18 at this learning rate), while the losses stay within
+    // 1e-5.
+    const double tolerance = step == 0 ? 1e-5 : step < 5 ? 1e-4 : 1e-3;
     if (std::abs(got.grad_norm - want.grad_norm) > tolerance * want.grad_norm)
       fail(name + "step " + std::to_string(step) + " gradient norm " +
            std::to_string(got.grad_norm) + ", alone " + std::to_string(want.grad_norm));

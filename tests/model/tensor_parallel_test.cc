@@ -19,7 +19,7 @@ namespace {
 ModelConfig qwen3_like() {
   ModelConfig c;
   c.name = "test";
-  c.vocab_size = 19;
+  c.vocab_size = 20;
   c.hidden_size = 16;
   c.intermediate_size = 24;
   c.num_layers = 1;
@@ -39,6 +39,9 @@ TEST(TensorParallel, AnIndivisibleCountNamesTheModelsKeyAndParallelTensor) {
             "tensor-parallel rank holds an equal part)");
   EXPECT_NE(tensor_parallel_problem(c, 3).find("num_attention_heads = 8"), std::string::npos);
   EXPECT_NE(tensor_parallel_problem(c, 0).find("is not >= 1"), std::string::npos);
+  ModelConfig odd_vocabulary = c;
+  odd_vocabulary.vocab_size = 19;
+  EXPECT_NE(tensor_parallel_problem(odd_vocabulary, 2).find("vocab_size = 19"), std::string::npos);
 }
 
 TEST(TensorParallel, ARanksBlockHoldsItsRowsOfColumnParallelAndColumnsOfRowParallel) {
@@ -54,8 +57,10 @@ TEST(TensorParallel, ARanksBlockHoldsItsRowsOfColumnParallelAndColumnsOfRowParal
   EXPECT_EQ(shape("mlp.down_proj.weight"), (Shape{16, 12}));     // (C, F/2)
   EXPECT_EQ(shape("self_attn.v_proj.bias"), (Shape{4}));
   EXPECT_EQ(shape("input_layernorm.weight"), (Shape{16}));  // replicated
-  // The embedding and the head stay whole.
-  EXPECT_EQ(transformer_layouts(c, {}, false, 2)[0].numel, transformer_layouts(c)[0].numel);
+  // The embedding and the (untied) head by vocabulary rows.
+  EXPECT_EQ(transformer_layouts(c, {}, false, 2)[0].specs[0].shape, (Shape{10, 16}));
+  EXPECT_EQ(transformer_layouts(c, {}, false, 2)[2].specs[1].shape, (Shape{10, 16}));
+  EXPECT_EQ(transformer_layouts(c, {}, false, 2)[2].specs[0].shape, (Shape{16}));  // final norm
   EXPECT_TRUE(splits_output_rows(kLoraV));
   EXPECT_FALSE(splits_output_rows(kLoraDown));
   EXPECT_EQ(tensor_parallel_part(24, 1, 2), (std::pair<int64_t, int64_t>{12, 24}));

@@ -155,9 +155,10 @@ TEST(CpuEmbedding, IdsOutsideTheVocabularyAreRejectedBeforeAnythingIsWritten) {
   } catch (const InternalError& e) {
     EXPECT_EQ(std::string(e.what()),
               "embedding_forward: ids 'batch.tokens' int32 [4] holds 7 at [2], outside [0, 7) of "
-              "table 'embed_tokens' fp32 [7, 5]");
+              "table 'embed_tokens' fp32 [7, 5] (-1 marks another rank's token)");
   }
-  EXPECT_THROW(be.embedding_forward(table, make_ids(be, {-1, 2, 3, 3}), out), InternalError);
+  // -1 is another rank's token (a zero row); -2 is nobody's.
+  EXPECT_THROW(be.embedding_forward(table, make_ids(be, {-2, 2, 3, 3}), out), InternalError);
 
   // Backward: d_table untouched. Ids are values, which only the kernel can
   // read, so the front's scratch (the sort order) was taken before the check

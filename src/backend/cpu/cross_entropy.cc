@@ -1,12 +1,14 @@
 // cross_entropy: one chunk of logits against its targets.
 //
 // forward: lse[i] = log(sum_j exp(logits[i, j])), for every row (ignored ones
-//   too: lse is defined by the logits alone); loss_sum += sum over counted rows
-//   (target != -1) of lse[i] - logits[i, target[i]].
+//   too: lse is defined by the logits alone); loss_sum += sum over rows with
+//   a target in [0, V) of lse[i] - logits[i, target[i]].
 //   Numerically stable: the row max is subtracted before exp; the exp-sum and
 //   each row's loss are accumulated in double.
 // backward, in place: logits[i, :] <- scale * (exp(logits[i, :] - lse[i]) -
-//   onehot(target[i])); rows with target -1 become exactly 0. It uses the lse
+//   onehot(target[i])); rows with target -1 become exactly 0, rows with
+//   target -2 (counted, the target in another rank's part of the vocabulary)
+//   scale * exp(logits[i, :] - lse[i]). It uses the lse
 //   forward saved (no second max/exp-sum pass), so a chunk kept from forward
 //   and a chunk recomputed by the same gemm give the same dlogits.
 // logits fp32 or bf16 (bf16 is read exactly and its dlogits rounded once to
@@ -21,7 +23,7 @@
 // partials over a partition of rows that depends only on N, each summed in
 // row order, then summed in partial order, so its bits do not depend on the
 // OpenMP thread count.
-// Targets outside [-1, V) are an InternalError naming the row and value,
+// Targets outside [-2, V) are an InternalError naming the row and value,
 // raised before anything is written.
 // Allocates: nothing.
 #include <algorithm>
@@ -51,11 +53,13 @@ void check_target_values(std::string_view op, const Tensor& logits, const Tensor
   int64_t rows = targets.numel();
   int64_t vocab = logits.size(1);
   for (int64_t i = 0; i < rows; ++i)
-    if (target[i] < -1 || target[i] >= vocab)
+    if (target[i] < -2 || target[i] >= vocab)
       throw InternalError(std::string(op) + ": targets " + describe_operand(targets) + " row " +
                           std::to_string(i) + " = " + std::to_string(target[i]) +
-                          " is outside [-1, " + std::to_string(vocab) + ") for logits " +
-                          describe_operand(logits) + " (-1 marks a row that is not counted)");
+                          " is outside [-2, " + std::to_string(vocab) + ") for logits " +
+                          describe_operand(logits) +
+                          " (-1 marks a row that is not counted, -2 one whose target another "
+                          "rank's part of the vocabulary holds)");
 }
 
 using cpu_simd::exp_approx;
@@ -142,12 +146,16 @@ void backward_rows(T* logits, const int32_t* target, const float* lse, int64_t r
   for (int64_t i = 0; i < rows; ++i) {
     T* x = logits + i * vocab;
     int32_t t = target[i];
-    if (t < 0) {
+    if (t == -1) {
       for (int64_t j = 0; j < vocab; ++j)
         store(&x[j], 0.0f);
       continue;
     }
     float row_lse = lse[i];
+    if (t < 0) {  // -2: the onehot is another rank's
+      scaled_probabilities(x, vocab, row_lse, scale);
+      continue;
+    }
     // Read before the row is overwritten: the onehot term sits at x[t].
     float target_logit = widen(x[t]);
     scaled_probabilities(x, vocab, row_lse, scale);

@@ -3,9 +3,11 @@
 // embedding_backward: d_table[v, :] += sum of d_out[t, :] over the t with
 // ids[t] == v, for every v in ids; d_table (V, C) d_out's dtype, accumulated.
 //
-// An id outside [0, V) is an InternalError naming it and its position; cpu
-// checks every id before it writes or allocates anything. (Meta cannot: a
-// plan has no token values. The data layer validates them first.)
+// Id -1 is a token another rank's part of a vocabulary-parallel table holds
+// (model/tensor_parallel.h): a zero row in forward, nothing in backward. Any
+// other id outside [0, V) is an InternalError naming it and its position;
+// cpu checks every id before it writes or allocates anything. (Meta cannot:
+// a plan has no token values. The data layer validates them first.)
 //
 // Backward sums the rows of a repeated token in fp32, in token order, and adds
 // the sum to d_table once: one rounding per d_table element per call, however
@@ -41,19 +43,23 @@ void check_ids(std::string_view op, const Tensor& ids, int64_t vocab, const Tens
                std::string_view table_role) {
   const int32_t* id = ids.data<int32_t>();
   for (int64_t t = 0; t < ids.numel(); ++t)
-    if (id[t] < 0 || id[t] >= vocab)
+    if (id[t] < -1 || id[t] >= vocab)
       throw InternalError(std::string(op) + ": ids " + describe_operand(ids) + " holds " +
                           std::to_string(id[t]) + " at [" + std::to_string(t) + "], outside [0, " +
                           std::to_string(vocab) + ") of " + std::string(table_role) + " " +
-                          describe_operand(table));
+                          describe_operand(table) + " (-1 marks another rank's token)");
 }
 
 template <typename T>
 void gather_rows(const T* table, const int32_t* ids, T* out, int64_t tokens, int64_t width) {
   size_t row_bytes = static_cast<size_t>(width) * sizeof(T);
 #pragma omp parallel for schedule(static) if (tokens * width >= kMinParallelElements)
-  for (int64_t t = 0; t < tokens; ++t)
-    std::memcpy(out + t * width, table + static_cast<int64_t>(ids[t]) * width, row_bytes);
+  for (int64_t t = 0; t < tokens; ++t) {
+    if (ids[t] == -1)
+      std::fill_n(out + t * width, width, T{});
+    else
+      std::memcpy(out + t * width, table + static_cast<int64_t>(ids[t]) * width, row_bytes);
+  }
 }
 
 // `order` holds the token indices sorted by (id, index).
@@ -66,6 +72,9 @@ void scatter_add_rows(const T* d_out, const int32_t* ids, const int32_t* order, 
     int64_t c0 = b * kColumnBlock;
     int64_t n = std::min(kColumnBlock, width - c0);
     int64_t k = 0;
+    // Id -1 (another rank's) sorts first and adds nothing.
+    while (k < tokens && ids[order[k]] == -1)
+      ++k;
     while (k < tokens) {
       int32_t id = ids[order[k]];
       std::array<float, kColumnBlock> sum{};
