@@ -103,6 +103,38 @@ TEST_F(SeedAdvice, Seed001InSaveModeIsToldToRecompute) {
   expect_cheapest_fits("seed001_chunked_loss.toml", args, r);
 }
 
+// Seed 001 as it ran at first, one rank per GPU (parallel.tensor = 1), on
+// the share of an A800 that a colocated inference engine leaves: the kept
+// [T, V] fp32 logits do not fit, and the advice ranks the recomputed loss
+// first and the seed's own fix, tensor-parallel pairs (V/2 logits each),
+// among what fits.
+TEST_F(SeedAdvice, Seed001WithoutTensorParallelismIsToldToRecomputeOrSplitTheVocabulary) {
+  const std::string args =
+      "--world-size 4 --set parallel.tensor=1 --set "
+      "memory.device_capacity=48GiB --set model.hf_config='" +
+      testing::source_dir() + "/experiments/postmortems/seed001_qwen3_5_text_shape.json'";
+  const Result r = plan_oom("seed001_tensor_parallel.toml", args);
+  const std::vector<std::string> rows = fitting_rows(r.err);
+  ASSERT_FALSE(rows.empty()) << r.err;
+  EXPECT_NE(rows.front().find("loss.mode=recompute"), std::string::npos) << r.err;
+  EXPECT_TRUE(in_first(rows, 2, "parallel.tensor=2 --set batch.grad_accum=2")) << r.err;
+  expect_cheapest_fits("seed001_tensor_parallel.toml", args, r);
+  // And the split itself fits.
+  const Result split = run_headroom(
+      "plan '" + testing::source_dir() + "/experiments/postmortems/seed001_tensor_parallel.toml' " +
+      args + " --set parallel.tensor=2 --set batch.grad_accum=2 --overwrite");
+  EXPECT_EQ(split.code, 0) << split.err;
+  // A rank keeps [32768, 248320 / 2] fp32 logits (and less than two 1024-row
+  // chunks beside them at the peak).
+  const size_t at = split.out.find("\n  logits ");
+  ASSERT_NE(at, std::string::npos) << split.out;
+  const size_t open = split.out.find('(', at);
+  const double logits = std::stod(split.out.substr(open + 1));
+  const double kept = 32768.0 * 124160 * 4, chunk = 1024.0 * 124160 * 4;
+  EXPECT_GE(logits, kept) << split.out;
+  EXPECT_LT(logits, kept + 2 * chunk) << split.out;
+}
+
 TEST_F(SeedAdvice, Seed003FullFineTuningOn40GiBIsToldToOffloadOrUseLora) {
   const std::string args = "--set zero.offload_optimizer=false";
   const Result r = plan_oom("seed003_offload_7b.toml", args);
