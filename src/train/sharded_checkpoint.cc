@@ -24,12 +24,6 @@ namespace headroom {
 
 namespace {
 
-constexpr int kIndexVersion = 1;
-
-std::string index_path(const std::string& dir) {
-  return dir + "/" + kShardIndexFile;
-}
-
 // The group a state tensor "<group>.<what>" belongs to: the longest group
 // name followed by a dot ("block.1" is not a prefix of "block.10.adam_m").
 size_t group_of(const std::vector<GroupLayout>& layouts, const std::string& name) {
@@ -57,153 +51,11 @@ std::pair<int64_t, int64_t> overlap(const GroupShard& a, const GroupShard& b) {
   return {begin, std::max(begin, end)};
 }
 
-// --- the index, strictly -------------------------------------------------------
-
-class JsonReader {
- public:
-  explicit JsonReader(std::string path) : path_(std::move(path)) {}
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw UsageError(path_ + ": \"" + key + "\" " + what +
-                     " (a sharded checkpoint's index; rewrite it by saving again)");
-  }
-  const nlohmann::json& at(const nlohmann::json& j, const std::string& parent,
-                           const std::string& key) const {
-    if (!j.is_object() || !j.contains(key)) fail(parent + key, "is missing");
-    return j[key];
-  }
-  int64_t integer(const nlohmann::json& j, const std::string& parent, const std::string& key,
-                  int64_t min = 0) const {
-    const nlohmann::json& v = at(j, parent, key);
-    if (!v.is_number_integer() || v.get<int64_t>() < min)
-      fail(parent + key, "must be an integer >= " + std::to_string(min) + ", got " + v.dump());
-    return v.get<int64_t>();
-  }
-  std::string string(const nlohmann::json& j, const std::string& parent,
-                     const std::string& key) const {
-    const nlohmann::json& v = at(j, parent, key);
-    if (!v.is_string()) fail(parent + key, "must be a string, got " + v.dump());
-    return v.get<std::string>();
-  }
-  const nlohmann::json& array(const nlohmann::json& j, const std::string& parent,
-                              const std::string& key) const {
-    const nlohmann::json& v = at(j, parent, key);
-    if (!v.is_array()) fail(parent + key, "must be an array, got " + v.dump());
-    return v;
-  }
-
- private:
-  std::string path_;
-};
-
 }  // namespace
-
-std::string shard_file_name(int rank) {
-  return "shard.rank" + std::to_string(rank) + ".safetensors";
-}
-
-ShardIndex read_shard_index(const std::string& dir) {
-  const std::string path = index_path(dir);
-  std::ifstream in(path);
-  if (!in)
-    throw UsageError(path + ": cannot open (trainer_state.json says this is a sharded " +
-                     "checkpoint, whose index this is)");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_json_syntax_error(path, e.what(), e.byte);
-  } catch (const nlohmann::json::out_of_range& e) {
-    throw_json_number_error(path, e.what());
-  }
-  const JsonReader r(path);
-  ShardIndex index;
-  index.dir = dir;
-  if (r.string(j, "", "format") != "headroom-sharded")
-    r.fail("format", "must be \"headroom-sharded\"");
-  if (r.integer(j, "", "format_version") != kIndexVersion)
-    r.fail("format_version", "is not one this build reads (1)");
-  index.world_size = static_cast<int>(r.integer(j, "", "world_size", 1));
-  index.zero_stage = static_cast<int>(r.integer(j, "", "zero_stage"));
-  index.dtype = r.string(j, "", "dtype");
-  if (!parse_safetensors_dtype(index.dtype)) r.fail("dtype", "is not a safetensors dtype");
-  const nlohmann::json& groups = r.array(j, "", "groups");
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const std::string at = "groups[" + std::to_string(g) + "].";
-    ShardIndex::Group group;
-    group.name = r.string(groups[g], at, "name");
-    group.numel = r.integer(groups[g], at, "numel");
-    const nlohmann::json& ranges = r.array(groups[g], at, "ranges");
-    if (ranges.size() != static_cast<size_t>(index.world_size))
-      r.fail(at + "ranges", "must hold world_size (" + std::to_string(index.world_size) +
-                                ") ranges, has " + std::to_string(ranges.size()));
-    for (const nlohmann::json& range : ranges) {
-      if (!range.is_array() || range.size() != 2 || !range[0].is_number_integer() ||
-          !range[1].is_number_integer() || range[0].get<int64_t>() < 0 ||
-          range[0].get<int64_t>() > range[1].get<int64_t>() ||
-          range[1].get<int64_t>() > group.numel)
-        r.fail(at + "ranges", "must be [begin, end] pairs inside the group, got " + range.dump());
-      GroupShard shard;
-      shard.begin = range[0].get<int64_t>();
-      shard.end = range[1].get<int64_t>();
-      shard.size = shard.numel();
-      group.ranges.push_back(shard);
-    }
-    const nlohmann::json& tensors = r.array(groups[g], at, "tensors");
-    for (size_t t = 0; t < tensors.size(); ++t) {
-      const std::string tat = at + "tensors[" + std::to_string(t) + "].";
-      ShardIndex::Tensor tensor;
-      tensor.name = r.string(tensors[t], tat, "name");
-      tensor.offset = r.integer(tensors[t], tat, "offset");
-      int64_t numel = 1;
-      for (const nlohmann::json& d : r.array(tensors[t], tat, "shape")) {
-        if (!d.is_number_integer() || d.get<int64_t>() < 0)
-          r.fail(tat + "shape", "must hold non-negative integers");
-        tensor.shape.push_back(d.get<int64_t>());
-        numel *= d.get<int64_t>();
-      }
-      if (tensor.offset + numel > group.numel) r.fail(tat + "offset", "runs past the group");
-      group.tensors.push_back(std::move(tensor));
-    }
-    index.groups.push_back(std::move(group));
-  }
-  const nlohmann::json& states = r.array(j, "", "state");
-  for (size_t i = 0; i < states.size(); ++i) {
-    const std::string at = "state[" + std::to_string(i) + "].";
-    ShardIndex::State state;
-    state.name = r.string(states[i], at, "name");
-    state.group = r.string(states[i], at, "group");
-    state.dtype = r.string(states[i], at, "dtype");
-    const nlohmann::json& e = r.at(states[i], at, "elementwise");
-    if (!e.is_boolean()) r.fail(at + "elementwise", "must be true or false");
-    state.elementwise = e.get<bool>();
-    index.state.push_back(std::move(state));
-  }
-  // Every rank file the index implies, with its weights' part: a folder
-  // missing one is refused here, before a resume writes anything.
-  const SafetensorsDType dtype = *parse_safetensors_dtype(index.dtype);
-  for (int rank = 0; rank < index.world_size; ++rank) {
-    const std::string file = index.file(rank);
-    if (!fs::exists(file))
-      throw UsageError(file + ": missing: " + path + " says " + std::to_string(index.world_size) +
-                       " ranks wrote this checkpoint, each its own shard.rank<R>.safetensors");
-    const SafetensorsIndex tensors = SafetensorsIndex::open(file);
-    for (const ShardIndex::Group& group : index.groups) {
-      const GroupShard& range = group.ranges[static_cast<size_t>(rank)];
-      if (range.numel() == 0) continue;
-      const SafetensorsEntry& entry = tensors.at(group.name + ".params");
-      if (entry.dtype != dtype || entry.numel() != range.numel())
-        throw UsageError(file + ": " + entry.name + ": " +
-                         std::string(safetensors_name(entry.dtype)) + " x " +
-                         std::to_string(entry.numel()) + ", but " + path + " says " + index.dtype +
-                         " x " + std::to_string(range.numel()));
-    }
-  }
-  return index;
-}
 
 void check_sharded_checkpoint(const ShardIndex& index, const std::vector<GroupLayout>& layouts,
                               DType dtype) {
-  const std::string path = index_path(index.dir);
+  const std::string path = shard_index_path(index.dir);
   const std::string want(safetensors_name(to_safetensors(dtype)));
   if (index.dtype != want)
     throw UsageError(path + ": the checkpoint's weights are " + index.dtype +
@@ -298,7 +150,7 @@ void save_shard_index(Transformer& model, Zero& zero, AdamW& optimizer, const st
   const auto& layouts = model.layouts();
   nlohmann::ordered_json j;
   j["format"] = "headroom-sharded";
-  j["format_version"] = kIndexVersion;
+  j["format_version"] = kShardIndexVersion;
   j["world_size"] = world_size;
   j["zero_stage"] = zero.stage();
   j["dtype"] = std::string(safetensors_name(to_safetensors(model.options().dtype)));
@@ -332,7 +184,7 @@ void save_shard_index(Transformer& model, Zero& zero, AdamW& optimizer, const st
                       {"elementwise", elementwise(*tensor, optimizer.shard(g))}});
   }
   j["state"] = states;
-  write_file_atomically(index_path(dir), j.dump(1) + "\n");
+  write_file_atomically(shard_index_path(dir), j.dump(1) + "\n");
   write_file_atomically(dir + "/config.json",
                         hf_config_json(model.config(), model.options().dtype));
 }
@@ -463,12 +315,12 @@ uint64_t export_sharded(const std::string& dir, const std::string& out, bool ove
     throw UsageError(dir +
                      "/trainer_state.json: missing: not a complete checkpoint (a save that "
                      "did not finish leaves none)");
-  if (!fs::exists(index_path(dir))) {
+  if (!fs::exists(shard_index_path(dir))) {
     if (fs::exists(dir + "/model.safetensors"))
       throw UsageError(dir +
                        ": a consolidated checkpoint: its model.safetensors and config.json "
                        "already are a Hugging Face folder");
-    throw UsageError(index_path(dir) + ": missing: not a sharded checkpoint");
+    throw UsageError(shard_index_path(dir) + ": missing: not a sharded checkpoint");
   }
   const ShardIndex index = read_shard_index(dir);
   std::error_code ec;

@@ -49,45 +49,10 @@
 #include "model/transformer.h"
 #include "parallel/zero.h"
 #include "train/optimizer.h"
+#include "train/shard_index.h"
 #include "train/train_state.h"
 
 namespace headroom {
-
-inline constexpr const char* kShardIndexFile = "shard_index.json";
-std::string shard_file_name(int rank);  // "shard.rank<R>.safetensors"
-
-// The parsed shard_index.json.
-struct ShardIndex {
-  struct Tensor {
-    std::string name;  // Hugging Face name
-    std::vector<int64_t> shape;
-    int64_t offset = 0;  // elements into the flat group
-  };
-  struct Group {
-    std::string name;
-    int64_t numel = 0;
-    std::vector<GroupShard> ranges;  // per rank; only begin/end are meaningful
-    std::vector<Tensor> tensors;
-  };
-  struct State {
-    std::string name, group, dtype;
-    bool elementwise = true;
-  };
-  std::string dir;
-  int world_size = 1;
-  int zero_stage = 0;
-  std::string dtype;  // safetensors name of the weights' dtype
-  std::vector<Group> groups;
-  std::vector<State> state;
-
-  std::string file(int rank) const { return dir + "/" + shard_file_name(rank); }
-};
-
-// Reads and validates `dir`/shard_index.json, and that every rank file it
-// implies is there and holds its "<group>.params" tensors with the sizes and
-// dtype the index declares. A malformed index is a UsageError naming it (and
-// the key); a missing or short rank file, one naming that file.
-ShardIndex read_shard_index(const std::string& dir);
 
 // The checks a resume makes before anything is written: the index describes
 // `model` (same groups, tensor names and shapes) in `dtype`.

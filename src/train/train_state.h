@@ -26,25 +26,9 @@
 
 #include "backend/backend.h"
 #include "train/optimizer.h"
+#include "train/trainer_state.h"
 
 namespace headroom {
-
-struct TrainState {
-  int64_t step = 0;     // optimizer steps completed: the run continues with step `step`
-  int64_t updates = 0;  // AdamW updates applied (steps minus skipped ones)
-  int64_t skipped = 0;  // steps skipped as non-finite
-  int64_t data_epoch = 0;
-  int64_t data_position = 0;
-  int64_t optimizer_shards = 1;  // optimizer files: 1, or one per rank (ZeRO stage >= 1)
-  bool sharded_format = false;   // checkpoint.format = "sharded" wrote it
-  // The loss scale the next step uses and the updates since it last changed
-  // (optimizer.loss_scale; trainer.h). 0: not recorded (a checkpoint from
-  // before loss scaling, which had none): the run starts from its config's.
-  double loss_scale = 0;
-  int64_t scale_clean_steps = 0;
-
-  bool operator==(const TrainState&) const = default;
-};
 
 // Writes this rank's optimizer file into `dir` (which exists) through a
 // temporary file and a rename: optimizer.safetensors when `shards` is 1,
@@ -57,20 +41,8 @@ struct TrainState {
 // absent.
 void save_optimizer_state(AdamW& optimizer, const std::string& dir, int rank, int64_t shards);
 
-// Writes trainer_state.json (through a temporary file and a rename). Call it
-// after every optimizer file is in place: a folder with trainer_state.json
-// holds a complete state, and it is the only file whose presence a resume
-// trusts (read_train_state); save_checkpoint removes an old one before it
-// replaces the weights.
-void save_trainer_state(const TrainState& state, const std::string& dir);
-
 // Both, for a single rank.
 void save_train_state(AdamW& optimizer, const TrainState& state, const std::string& dir);
-
-// Reads `dir`/trainer_state.json alone: what a run checks before it writes
-// anything. A missing file or a missing / mistyped key is a UsageError naming
-// the file and the key.
-TrainState read_train_state(const std::string& dir);
 
 // Reads the state back, filling `optimizer`'s tensors with this rank's part
 // under the current sharding (`world_size` ranks; `sharded_optimizer`: ZeRO

@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "fuzz_input.h"
-#include "train/sharded_checkpoint.h"
+#include "train/shard_index.h"
 
 #ifndef HEADROOM_FUZZ_SHARD_FILE
 #error "HEADROOM_FUZZ_SHARD_FILE names the rank file the corpus's index describes"

@@ -1,7 +1,7 @@
 // train_state: a checkpoint's trainer_state.json (read_train_state), what
 // checkpoint.resume and auto-resume read before anything is written.
-#include "train/train_state.h"
 #include "fuzz_input.h"
+#include "train/trainer_state.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace headroom;
