@@ -1,10 +1,12 @@
 // cross_entropy (cpu/cross_entropy.cc's numerics), one chunk of logits (N, V):
 // forward: lse[i] = log(sum_j exp(logits[i, j])) for every row; loss_sum +=
-//   sum over rows with target != -1 of lse[i] - logits[i, target[i]]. The
+//   sum over rows with a target in [0, V) of lse[i] - logits[i, target[i]]
+//   (-1: not counted, -2: counted on the rank holding its target). The
 //   row max is subtracted before exp; the exp-sum, the log and each row's
 //   loss are in double.
 // backward, in place: logits[i, :] <- scale * (exp(logits[i, :] - lse[i]) -
-//   onehot(target[i])) from forward's lse; rows with target -1 become 0.
+//   onehot(target[i])) from forward's lse; rows with target -1 become 0,
+//   rows with target -2 scale * exp(logits[i, :] - lse[i]).
 // exp is cpu/exp_approx.h's, operation for operation (each step rounded as
 // written: the _rn intrinsics keep nvcc from contracting into FMAs), with its
 // clamp at -87: a -inf logit's gradient is scale * exp(-87), as on cpu.
@@ -93,8 +95,8 @@ __global__ void __launch_bounds__(kThreads)
       const int32_t target = targets[i];
       if (target >= 0 && target < vocab)
         partial += row_lse - static_cast<double>(widen(x[target]));
-      else if (target != -1)
-        partial += CUDART_NAN;  // outside [-1, V): the loss says so
+      else if (target != -1 && target != -2)
+        partial += CUDART_NAN;  // outside [-2, V): the loss says so
     }
   }
   if (threadIdx.x == 0) g_partials[p] = partial;
@@ -116,7 +118,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t i = blockIdx.x; i < rows; i += gridDim.x) {
     T* x = logits + i * vocab;
     const int32_t target = targets[i];
-    if (target < 0 || target >= vocab) {
+    if (target != -2 && (target < 0 || target >= vocab)) {
       const float fill = target == -1 ? 0.0f : CUDART_NAN_F;  // not counted / out of range
       for (int64_t j = threadIdx.x; j < vocab; j += kThreads)
         store(x + j, fill);

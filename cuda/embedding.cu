@@ -21,7 +21,9 @@
 // every comparator touching one is skipped. 1 + m (m + 3) / 2 launches for
 // m = log2(T / kChunk) rounded up (10 at T = 16384).
 //
-// Ids outside [0, V) (cpu throws naming them; here that would need a copy
+// Id -1 is a token another rank's part of a vocabulary-parallel table holds:
+// forward writes its row as 0 and backward adds nothing, as on cpu. Other
+// ids outside [0, V) (cpu throws naming them; here that would need a copy
 // back and a synchronize): forward writes the row as NaN, so the loss
 // becomes NaN; backward adds nothing for them. Nothing is read or written
 // out of bounds.
@@ -56,8 +58,9 @@ __global__ void __launch_bounds__(kRowThreads)
     const int32_t id = ids[t];
     T* row = out + t * width;
     if (id < 0 || id >= vocab) {
+      const float fill = id == -1 ? 0.0f : CUDART_NAN_F;  // another rank's / out of range
       for (int64_t c = threadIdx.x; c < width; c += kRowThreads)
-        store(row + c, CUDART_NAN_F);
+        store(row + c, fill);
       continue;
     }
     const T* source = table + static_cast<int64_t>(id) * width;
