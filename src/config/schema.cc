@@ -746,8 +746,8 @@ std::vector<ConfigKey> build_schema() {
               "and down by input columns, heads divided, the embedding, head and loss "
               "vocab-parallel); ZeRO and the data are over the groups. It must divide the job's "
               "ranks and the model's heads, kv heads, intermediate_size and vocab_size. cpu over "
-              "MPI (model.weights: each rank loads its part); "
-              "not yet with LoRA or checkpoints."),
+              "MPI (model.weights: each rank loads its part; consolidated checkpoints resume on "
+              "the same parallel.tensor); not yet with LoRA or the sharded format."),
 
       // [checkpoint]
       activation_checkpointing(),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -558,6 +559,36 @@ void Transformer::write_part(size_t g, size_t i, const void* whole) {
                 static_cast<size_t>(cols) * element,
                 mine.data() + static_cast<size_t>(r * cols) * element);
   backend_.copy_from_host(mine.data(), part);
+}
+
+void Transformer::gather_whole(size_t g, size_t i, std::vector<char>& whole) {
+  const TensorParallel& tp = options_.tensor_parallel;
+  HR_CHECK(splits_over_tensor_group(g, i),
+           "gather_whole: " + layouts_[g].specs[i].name + " is not split over the group");
+  const Tensor& part = params_[g].views[i];
+  const Shape full = whole_shape(g, i);
+  const int64_t n = part.numel();
+  Tensor parts = backend_.empty({n * tp.size}, part.dtype(), Category::kWorkspace,
+                                layouts_[g].name + ".gather");
+  Tensor mine = parts.rows(tp.rank * n, (tp.rank + 1) * n).view(part.shape());
+  backend_.copy(part, mine);
+  tp.group->all_gather_in_place(parts, std::vector<int64_t>(static_cast<size_t>(tp.size), n));
+  whole.resize(parts.nbytes());
+  if (backend_.kind() == BackendKind::kMeta) return;
+  const int64_t in = full.size() > 1 ? full[1] : 1;
+  const int64_t rows = part.size(0), cols = part.dim() > 1 ? part.size(1) : 1;
+  if (cols == in) {  // split by rows: the parts in rank order are the whole
+    backend_.copy_to_host(parts, whole.data());
+    return;
+  }
+  // Split by columns: part p holds columns [p cols, (p + 1) cols) of each row.
+  std::vector<char> gathered(parts.nbytes());
+  backend_.copy_to_host(parts, gathered.data());
+  const size_t element = size_of(part.dtype()), row_bytes = static_cast<size_t>(cols) * element;
+  for (int p = 0; p < tp.size; ++p)
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(whole.data() + static_cast<size_t>(r * in + p * cols) * element,
+                  gathered.data() + static_cast<size_t>(p * n + r * cols) * element, row_bytes);
 }
 
 void Transformer::fill_uniform_part(size_t g, size_t i, uint64_t seed, float bound) {

@@ -127,6 +127,11 @@ class Transformer {
   // tensor's values on the host (whole_shape(g, i), the view's dtype);
   // between begin_params_write(g) and end_params_write(g). Nothing on meta.
   void write_part(size_t g, size_t i, const void* whole);
+  // The whole tensor of the split spec i of group g, gathered from the
+  // tensor-parallel group's parts into `whole` on the host (whole_shape(g,
+  // i), the view's dtype; through a workspace tensor "<group>.gather"). A
+  // collective: every rank of the group calls it; with group g acquired.
+  void gather_whole(size_t g, size_t i, std::vector<char>& whole);
 
   const ModelConfig& config() const { return config_; }
   const TransformerOptions& options() const { return options_; }

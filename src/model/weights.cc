@@ -39,20 +39,24 @@ void save_groups(Backend& backend, Transformer& model, size_t first, size_t last
     writer.emplace(
         path, std::map<std::string, std::string>{{"format", "pt"}, {"created_by", "headroom"}});
     for (size_t g = first; g < last; ++g)
-      for (const ParamSpec& spec : layouts[g].specs)
-        writer->declare(spec.name, model.options().dtype, spec.shape);
+      for (size_t i = 0; i < layouts[g].specs.size(); ++i)
+        writer->declare(layouts[g].specs[i].name, model.options().dtype, model.whole_shape(g, i));
   }
   std::vector<char> host;
   for (size_t g = first; g < last; ++g) {
     // Under ZeRO-3 every rank takes part in gathering the group.
     model.acquire_params(g);
-    if (writer) {
-      for (size_t i = 0; i < layouts[g].specs.size(); ++i) {
+    for (size_t i = 0; i < layouts[g].specs.size(); ++i) {
+      // parallel.tensor: every rank of the group takes part in gathering a
+      // split tensor whole; the file holds what a run of one rank writes.
+      if (model.splits_over_tensor_group(g, i)) {
+        model.gather_whole(g, i, host);
+      } else if (writer) {
         const Tensor& view = model.params()[g].views[i];
         host.resize(view.nbytes());
         backend.copy_to_host(view, host.data());
-        writer->write(layouts[g].specs[i].name, host.data());
       }
+      if (writer) writer->write(layouts[g].specs[i].name, host.data());
     }
     model.release_params(g);
   }

@@ -37,12 +37,10 @@ void refuse_unbuilt_features(const ExperimentConfig& c) {
     if (c.lora.enabled)
       refuse(tp + " with lora.enabled = true",
              "adapters split like their projections are issue 43's next step");
-    if (c.checkpoint.save_every > 0 || c.checkpoint.save_initial ||
-        !c.checkpoint.resume_from.empty() ||
-        c.checkpoint.resume == CheckpointSection::Resume::kAuto)
-      refuse(tp + " with checkpoints (checkpoint.save_every, save_initial, resume_from, resume)",
-             "a checkpoint that records the tensor-parallel layout and reshards on resume is "
-             "not built");
+    if (c.checkpoint.format == CheckpointSection::Format::kSharded)
+      refuse(tp + " with checkpoint.format = \"sharded\"",
+             "its index records one layout per data-parallel rank; use \"consolidated\", which "
+             "gathers each split tensor whole and keeps an optimizer file per part");
   }
 }
 

@@ -17,6 +17,14 @@ TrainState check_resume(const ExperimentConfig& config, const ModelConfig& model
   try {
     if (!path_exists("checkpoint.resume_from", resume_dir)) throw UsageError("no such folder");
     TrainState state = read_train_state(resume_dir);
+    // The optimizer files are per tensor-parallel part: resharding them
+    // onto another parallel.tensor is not built.
+    if (state.tensor_parallel != config.parallel.tensor)
+      throw UsageError("the checkpoint was written with parallel.tensor = " +
+                       std::to_string(state.tensor_parallel) + " and this run has " +
+                       std::to_string(config.parallel.tensor) +
+                       ": resume with the tensor-parallel size that wrote it (the data-parallel "
+                       "size may differ)");
     if (state.sharded_format) {
       // Every rank file the index names, and the index against this model.
       check_sharded_checkpoint(read_shard_index(resume_dir), transformer_layouts(model),

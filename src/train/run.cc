@@ -436,8 +436,9 @@ RunResult Run::execute(RunObserver& observer) {
       try {
         // Any world size and ZeRO stage: each rank reads its part under
         // this run's sharding (train/sharded_checkpoint.h).
-        const TrainState state = load_train_state(optimizer, model.layouts(), s.resume_from, rank,
-                                                  world_size, zero.shards_optimizer());
+        const TrainState state =
+            load_train_state(optimizer, model.layouts(), s.resume_from, s.layout.data_rank,
+                             s.layout.data, zero.shards_optimizer(), s.layout.tensor_rank);
         trainer.restore_counts(state.updates, state.skipped);
         if (state.loss_scale > 0)
           trainer.restore_loss_scale(state.loss_scale, state.scale_clean_steps);
@@ -472,7 +473,11 @@ RunResult Run::execute(RunObserver& observer) {
         else
           save_checkpoint(*backend, model, dir, role);
         comm_.barrier();
-        if (lead || sharded) save_optimizer_state(optimizer, dir, rank, optimizer_shards);
+        // Each data-parallel shard once; under parallel.tensor once per
+        // tensor-parallel part (the first group's ranks when unsharded).
+        if (s.layout.data_rank == 0 || sharded)
+          save_optimizer_state(optimizer, dir, s.layout.data_rank, optimizer_shards,
+                               s.layout.tensor_rank, s.layout.tensor);
         comm_.barrier();
       }
       const Cursor cursor = batcher.cursor();
@@ -483,7 +488,8 @@ RunResult Run::execute(RunObserver& observer) {
         save_trainer_state(
             TrainState{steps_done, trainer.updates(), trainer.skipped_steps(), cursor.epoch,
                        cursor.position, s.save_sharded ? world_size : optimizer_shards,
-                       s.save_sharded, trainer.loss_scale(), trainer.scale_clean_steps()},
+                       s.save_sharded, trainer.loss_scale(), trainer.scale_clean_steps(),
+                       s.layout.tensor},
             dir);
       result.checkpoint = dir;
       result.checkpoint_seconds.push_back(

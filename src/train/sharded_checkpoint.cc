@@ -216,7 +216,7 @@ void load_sharded_weights(Backend& backend, Transformer& model, const ShardIndex
 
 void load_optimizer_resharded(AdamW& optimizer, const std::vector<GroupLayout>& layouts,
                               const std::string& dir, const TrainState& state, int rank,
-                              int world_size, bool sharded_optimizer) {
+                              int world_size, bool sharded_optimizer, int tensor_rank) {
   // The old files and, per file and group, the elements they cover.
   std::vector<std::string> files;
   std::vector<std::vector<GroupShard>> ranges;  // [file][group]
@@ -238,8 +238,8 @@ void load_optimizer_resharded(AdamW& optimizer, const std::vector<GroupLayout>& 
     old_world = static_cast<int>(shards);
     old_sharded_optimizer = shards > 1;
     for (int r = 0; r < shards; ++r) {
-      files.push_back(shards == 1 ? dir + "/optimizer.safetensors"
-                                  : dir + "/optimizer.rank" + std::to_string(r) + ".safetensors");
+      // parallel.tensor: this part's files (the sizes match: check_resume).
+      files.push_back(optimizer_file(dir, r, shards, tensor_rank, state.tensor_parallel));
       std::vector<GroupShard> of_file;
       for (const GroupLayout& layout : layouts)
         of_file.push_back(GroupShard::of(layout.numel, r, static_cast<int>(shards)));

@@ -84,7 +84,7 @@ void load_sharded_weights(Backend& backend, Transformer& model, const ShardIndex
 // file and the tensor.
 void load_optimizer_resharded(AdamW& optimizer, const std::vector<GroupLayout>& layouts,
                               const std::string& dir, const TrainState& state, int rank,
-                              int world_size, bool sharded_optimizer);
+                              int world_size, bool sharded_optimizer, int tensor_rank = 0);
 
 // `headroom export --checkpoint DIR --out OUT`: the Hugging Face
 // model.safetensors (byte for byte what a consolidated checkpoint of the

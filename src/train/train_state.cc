@@ -8,18 +8,21 @@
 
 namespace headroom {
 
-namespace {
+namespace {}  // namespace
 
-std::string tensors_path(const std::string& dir, int rank, int64_t shards) {
-  return shards == 1 ? dir + "/optimizer.safetensors"
-                     : dir + "/optimizer.rank" + std::to_string(rank) + ".safetensors";
+std::string optimizer_file(const std::string& dir, int rank, int64_t shards, int tensor_rank,
+                           int64_t tensor) {
+  std::string name = dir + "/optimizer";
+  if (tensor > 1) name += ".tp" + std::to_string(tensor_rank);
+  if (shards > 1) name += ".rank" + std::to_string(rank);
+  return name + ".safetensors";
 }
 
-}  // namespace
-
-void save_optimizer_state(AdamW& optimizer, const std::string& dir, int rank, int64_t shards) {
+void save_optimizer_state(AdamW& optimizer, const std::string& dir, int rank, int64_t shards,
+                          int tensor_rank, int64_t tensor_size) {
   try {
-    SafetensorsWriter writer(tensors_path(dir, rank, shards), {{"format", "headroom-adamw"}});
+    SafetensorsWriter writer(optimizer_file(dir, rank, shards, tensor_rank, tensor_size),
+                             {{"format", "headroom-adamw"}});
     const auto tensors = optimizer.state();
     for (const auto& [name, tensor] : tensors)
       writer.declare(name, tensor->dtype(), tensor->shape());
@@ -43,9 +46,10 @@ void save_train_state(AdamW& optimizer, const TrainState& state, const std::stri
 
 TrainState load_train_state(AdamW& optimizer, const std::vector<GroupLayout>& layouts,
                             const std::string& dir, int rank, int world_size,
-                            bool sharded_optimizer) {
+                            bool sharded_optimizer, int tensor_rank) {
   const TrainState state = read_train_state(dir);
-  load_optimizer_resharded(optimizer, layouts, dir, state, rank, world_size, sharded_optimizer);
+  load_optimizer_resharded(optimizer, layouts, dir, state, rank, world_size, sharded_optimizer,
+                           tensor_rank);
   return state;
 }
 

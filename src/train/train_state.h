@@ -7,10 +7,13 @@
 //                          "<group>.adam_m8", "<group>.adam_v8" (U8) and
 //                          their ".absmax" (F32), "<group>.master"; with ZeRO
 //                          sharding over N ranks, one file per rank instead:
-//                          optimizer.rank<R>.safetensors, each rank's shards
+//                          optimizer.rank<R>.safetensors, each rank's shards;
+//                          under parallel.tensor = T > 1 those per
+//                          tensor-parallel part, optimizer.tp<t>[.rank<R>]
 //   trainer_state.json     {"step", "updates", "skipped", "data_cursor":
 //                          {"epoch", "position"}, "optimizer_shards",
 //                          "loss_scale", "loss_scale_clean_steps",
+//                          "tensor_parallel" (when > 1),
 //                          "format_version": 1}, and "format": "sharded"
 //                          in a checkpoint.format = "sharded" folder
 //                          (train/sharded_checkpoint.h: shard.rank<R>.
@@ -39,7 +42,18 @@ namespace headroom {
 // (its weights, config, optimizer files and marker, then the folder if
 // nothing else is in it) before rethrowing: a checkpoint is complete or
 // absent.
-void save_optimizer_state(AdamW& optimizer, const std::string& dir, int rank, int64_t shards);
+// With parallel.tensor = `tensor` > 1 each tensor-parallel rank saves its
+// own part's states, `rank` and `shards` counting the data-parallel ranks
+// (optimizer_file).
+void save_optimizer_state(AdamW& optimizer, const std::string& dir, int rank, int64_t shards,
+                          int tensor_rank = 0, int64_t tensor = 1);
+
+// The optimizer file of data-parallel rank `rank` of `shards` and
+// tensor-parallel rank `tensor_rank` of `tensor`:
+// <dir>/optimizer[.tp<T>][.rank<R>].safetensors (".tp<T>" only when tensor
+// > 1, ".rank<R>" only when shards > 1).
+std::string optimizer_file(const std::string& dir, int rank, int64_t shards, int tensor_rank = 0,
+                           int64_t tensor = 1);
 
 // Both, for a single rank.
 void save_train_state(AdamW& optimizer, const TrainState& state, const std::string& dir);
@@ -50,8 +64,11 @@ void save_train_state(AdamW& optimizer, const TrainState& state, const std::stri
 // size (load_optimizer_resharded). A tensor missing from the files, or one of
 // another dtype (a different model or optimizer), is a UsageError naming
 // the file and the tensor.
+// Under parallel.tensor, `rank` and `world_size` count the data-parallel
+// ranks and `tensor_rank` names this rank's part: the checkpoint must have
+// the same tensor-parallel size (check_resume refuses another).
 TrainState load_train_state(AdamW& optimizer, const std::vector<GroupLayout>& layouts,
                             const std::string& dir, int rank = 0, int world_size = 1,
-                            bool sharded_optimizer = false);
+                            bool sharded_optimizer = false, int tensor_rank = 0);
 
 }  // namespace headroom

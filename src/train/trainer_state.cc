@@ -69,6 +69,7 @@ void save_trainer_state(const TrainState& state, const std::string& dir) {
   j["skipped"] = state.skipped;
   j["data_cursor"] = {{"epoch", state.data_epoch}, {"position", state.data_position}};
   j["optimizer_shards"] = state.optimizer_shards;
+  if (state.tensor_parallel > 1) j["tensor_parallel"] = state.tensor_parallel;
   if (state.loss_scale > 0) {
     j["loss_scale"] = state.loss_scale;
     j["loss_scale_clean_steps"] = state.scale_clean_steps;
@@ -108,6 +109,11 @@ TrainState read_train_state(const std::string& dir) {
   state.data_position = integer_at(j, "data_cursor.position", path);
   state.optimizer_shards =
       j.contains("optimizer_shards") ? integer_at(j, "optimizer_shards", path) : 1;
+  state.tensor_parallel =
+      j.contains("tensor_parallel") ? integer_at(j, "tensor_parallel", path) : 1;
+  if (state.tensor_parallel < 1)
+    throw UsageError(path + ": \"tensor_parallel\" must be >= 1, got " +
+                     std::to_string(state.tensor_parallel));
   if (j.contains("loss_scale")) {
     if (!j["loss_scale"].is_number() || !(j["loss_scale"].get<double>() > 0))
       throw UsageError(path + ": \"loss_scale\" must be a positive number, got " +

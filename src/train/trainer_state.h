@@ -23,6 +23,9 @@ struct TrainState {
   // before loss scaling, which had none): the run starts from its config's.
   double loss_scale = 0;
   int64_t scale_clean_steps = 0;
+  // parallel.tensor of the run that wrote it: > 1, optimizer_shards files
+  // per tensor-parallel rank (train_state.h's optimizer_file).
+  int64_t tensor_parallel = 1;
 
   bool operator==(const TrainState&) const = default;
 };

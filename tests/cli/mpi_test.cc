@@ -498,6 +498,56 @@ TEST_F(Mpi, TensorParallelGroupsLoseWhatOneRankLoses) {
   }
 }
 
+// A tensor-parallel checkpoint: the weights gathered whole into the Hugging
+// Face file (a single-rank run loads it), an optimizer file per part and
+// data-parallel shard; it resumes bit for bit on its own layout and on
+// another data-parallel size with the same parallel.tensor, and a run with
+// another parallel.tensor is refused before it writes anything.
+TEST_F(Mpi, ATensorParallelRunResumesFromItsCheckpoint) {
+  const std::string set =
+      " --set run.steps=4 --set checkpoint.save_every=2 --set parallel.tensor=2 --set "
+      "zero.stage=1 --set run.name=tp";
+  ASSERT_EQ(train(4, set).code, 0);
+  const fs::path step2 = dir_ / "results/tp/checkpoints/step-2";
+  for (const char* file : {"optimizer.tp0.rank0.safetensors", "optimizer.tp0.rank1.safetensors",
+                           "optimizer.tp1.rank0.safetensors", "optimizer.tp1.rank1.safetensors"})
+    EXPECT_TRUE(fs::exists(step2 / file)) << file;
+  EXPECT_NE(slurp(step2 / "trainer_state.json").find("\"tensor_parallel\": 2"), std::string::npos);
+  const std::vector<StepRecord> full = steps("tp", 0);
+  ASSERT_EQ(full.size(), 4u);
+  Result resumed = train(4, set + " --set checkpoint.resume_from=" + step2.string());
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  const std::vector<StepRecord> again =
+      TraceReader::open((dir_ / "results/tp/trace.rank0.from-step-2.h5").string()).steps();
+  ASSERT_EQ(again.size(), 2u);
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_EQ(again[i].loss, full[i + 2].loss) << "step " << i + 2;
+  // One data-parallel rank accumulating both ranks' micro-batches.
+  Result fewer = train(2, set +
+                              " --set batch.grad_accum=2 --set run.name=tp_dp1 "
+                              "--set checkpoint.resume_from=" +
+                              step2.string());
+  ASSERT_EQ(fewer.code, 0) << fewer.err;
+  const std::vector<StepRecord> dp1 =
+      TraceReader::open((dir_ / "results/tp_dp1/trace.rank0.from-step-2.h5").string()).steps();
+  ASSERT_EQ(dp1.size(), 2u);
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_NEAR(dp1[i].loss, full[i + 2].loss, 1e-5 * std::abs(full[i + 2].loss)) << i + 2;
+  Result other = train(2, set +
+                              " --set parallel.tensor=1 --set run.name=tp_other "
+                              "--set checkpoint.resume_from=" +
+                              step2.string());
+  EXPECT_EQ(other.code, 2);
+  EXPECT_NE(other.err.find("written with parallel.tensor = 2 and this run has 1"),
+            std::string::npos)
+      << other.err;
+  EXPECT_FALSE(fs::exists(dir_ / "results/tp_other"));
+  // The weights file is the whole model's.
+  Result single = train(0, "--set run.steps=1 --set run.name=from_tp --set model.weights=" +
+                               (step2 / "model.safetensors").string());
+  EXPECT_EQ(single.code, 0) << single.err;
+}
+
 TEST_F(Mpi, APlanOfTensorParallelRanksMakesEachRanksAllocations) {
   // 2 groups of 2, ZeRO-3 over the groups, bf16: the blocks' all-reduces go
   // through fp32 comm buffers as the gradients' do.
