@@ -747,7 +747,8 @@ std::vector<ConfigKey> build_schema() {
               "vocab-parallel); ZeRO and the data are over the groups. It must divide the job's "
               "ranks and the model's heads, kv heads, intermediate_size and vocab_size. cpu over "
               "MPI (model.weights: each rank loads its part; consolidated checkpoints resume on "
-              "the same parallel.tensor); not yet with LoRA or the sharded format."),
+              "the same parallel.tensor; LoRA adapters split like their projections); not yet "
+              "with NF4, LoRA dropout on o/down, or the sharded format."),
 
       // [checkpoint]
       activation_checkpointing(),

@@ -57,8 +57,7 @@ Transformer::Transformer(Backend& backend, const ModelConfig& config,
   HR_CHECK(!tp.enabled() ||
                (tp.group && tp.group->world_size() == tp.size && tp.group->rank() == tp.rank),
            "tensor parallelism needs its group's communicator");
-  HR_CHECK(!tp.enabled() || (!options.lora.enabled && !options.nf4),
-           "tensor parallelism with LoRA or NF4 is not implemented yet");
+  HR_CHECK(!tp.enabled() || !options.nf4, "tensor parallelism with NF4 is not implemented yet");
   heads_ = config.num_heads / tp.size;
   kv_heads_ = config.num_kv_heads / tp.size;
   ffn_ = config.intermediate_size / tp.size;
@@ -210,13 +209,18 @@ void Transformer::init_adapters() {
   for (size_t g = num_base_groups(); g < layouts_.size(); ++g) {
     begin_params_write(g);
     for (size_t i = 0; i < params_[g].views.size(); i += 2) {
-      Tensor& lora_a = params_[g].views[i];
+      // parallel.tensor: an A split by columns (under o or down) is drawn
+      // whole, as one rank draws it, and this rank keeps its columns.
+      const bool split = splits_over_tensor_group(g, i);
+      const Shape whole = whole_shape(g, i);  // (r, in)
+      Tensor lora_a = split ? backend_.empty(whole, params_[g].views[i].dtype(),
+                                             Category::kWorkspace, "lora.init")
+                            : params_[g].views[i];
       const uint64_t seed = options_.lora.seed * 1000003 + 7919 * g + i;
       if (options_.lora.gaussian_init) {
         // PEFT's "gaussian": normal_(A, std = 1 / r), drawn on the host and
         // rounded once into A's dtype.
-        Tensor wide =
-            backend_.empty(lora_a.shape(), DType::kF32, Category::kWorkspace, "lora.init");
+        Tensor wide = backend_.empty(whole, DType::kF32, Category::kWorkspace, "lora.init");
         if (backend_.kind() != BackendKind::kMeta) {
           std::mt19937_64 rng(seed);
           std::normal_distribution<float> normal(0.0f,
@@ -234,8 +238,13 @@ void Transformer::init_adapters() {
         }
       } else {
         // PEFT's default: kaiming_uniform_(A, a=sqrt(5)) is U(-1/sqrt(in), 1/sqrt(in)).
-        const float bound = 1.0f / std::sqrt(static_cast<float>(lora_a.size(1)));
+        const float bound = 1.0f / std::sqrt(static_cast<float>(whole[1]));
         backend_.fill_uniform(lora_a, seed, -bound, bound);
+      }
+      if (split && backend_.kind() != BackendKind::kMeta) {
+        std::vector<unsigned char> values(lora_a.nbytes());
+        backend_.copy_to_host(lora_a, values.data());
+        write_part(g, i, values.data());
       }
       backend_.fill(params_[g].views[i + 1], 0.0f);
     }
@@ -418,7 +427,7 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
   Tensor d_act = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.act.grad"));
   {
     Projection down = projection(l, kLoraDown, true);
-    project_backward(b, down, dy, s.act, d_act, 0.0f, s.lora[kLoraDown]);  // (T, F)
+    project_backward_of(kLoraDown, down, dy, s.act, d_act, 0.0f, s.lora[kLoraDown]);  // (T, F)
   }
   s.act = Tensor();
   Tensor d_gate = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.gate.grad"));
@@ -428,8 +437,8 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
   Tensor d_h2 = b.empty({T, C}, dt, Category::kActivation, tag(l, "mlp_norm.out.grad"));
   {
     Projection gate = projection(l, kLoraGate, true), up = projection(l, kLoraUp, true);
-    project_backward(b, gate, d_gate, s.h2, d_h2, 0.0f, s.lora[kLoraGate]);  // (T, C)
-    project_backward(b, up, d_up, s.h2, d_h2, 1.0f, s.lora[kLoraUp]);
+    project_backward_of(kLoraGate, gate, d_gate, s.h2, d_h2, 0.0f, s.lora[kLoraGate]);  // (T, C)
+    project_backward_of(kLoraUp, up, d_up, s.h2, d_h2, 1.0f, s.lora[kLoraUp]);
   }
   sum_over_tensor_group(d_h2, tag(l, "mlp_norm.out.grad"));  // column-parallel: partial
   d_gate = Tensor(), d_up = Tensor(), s.h2 = Tensor();
@@ -443,7 +452,7 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
   Tensor d_att = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.out.grad"));
   {
     Projection o = projection(l, kLoraO, true);
-    project_backward(b, o, dx2, s.att, d_att, 0.0f, s.lora[kLoraO]);  // (T, HD)
+    project_backward_of(kLoraO, o, dx2, s.att, d_att, 0.0f, s.lora[kLoraO]);  // (T, HD)
   }
   Tensor dq, dk, dv;
   if (options_.attention_dense) {
@@ -480,9 +489,9 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
   {
     Projection q = projection(l, kLoraQ, true), k = projection(l, kLoraK, true),
                v = projection(l, kLoraV, true);
-    project_backward(b, q, dq, s.h, d_h, 0.0f, s.lora[kLoraQ]);  // (T, C)
-    project_backward(b, k, dk, s.h, d_h, 1.0f, s.lora[kLoraK]);
-    project_backward(b, v, dv, s.h, d_h, 1.0f, s.lora[kLoraV]);
+    project_backward_of(kLoraQ, q, dq, s.h, d_h, 0.0f, s.lora[kLoraQ]);  // (T, C)
+    project_backward_of(kLoraK, k, dk, s.h, d_h, 1.0f, s.lora[kLoraK]);
+    project_backward_of(kLoraV, v, dv, s.h, d_h, 1.0f, s.lora[kLoraV]);
   }
   sum_over_tensor_group(d_h, tag(l, "attn_norm.out.grad"));
   dq = Tensor(), dk = Tensor(), dv = Tensor(), s.h = Tensor(), s.v = Tensor();
@@ -494,15 +503,57 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
   return dx;
 }
 
-bool Transformer::splits_over_tensor_group(size_t g, size_t i) const {
-  if (!options_.tensor_parallel.enabled() || g >= num_base_groups()) return false;
-  // The embedding and an untied head by vocabulary rows.
-  if (g == 0) return true;
-  if (g + 1 == num_base_groups()) return i == 1;
+int Transformer::split_dim(size_t g, size_t i) const {
+  if (!options_.tensor_parallel.enabled()) return -1;
   const int view = static_cast<int>(i);
-  for (BlockParam p : {kWq, kWk, kWv, kWo, kWGate, kWUp, kWDown, kBq, kBk, kBv})
-    if (block_index_[p] == view) return true;
-  return false;
+  if (g >= num_base_groups()) {
+    // An adapter splits like its projection: B (out, r) by rows under a
+    // column-parallel one, A (r, in) by columns under a row-parallel one;
+    // the other half is replicated.
+    for (int t = 0; t < kNumLoraTargets; ++t) {
+      if (lora_index_[t] < 0) continue;
+      const bool rows = splits_output_rows(static_cast<LoraTarget>(t));
+      if (view == lora_index_[t]) return rows ? -1 : 1;
+      if (view == lora_index_[t] + 1) return rows ? 0 : -1;
+    }
+    return -1;
+  }
+  // The embedding and an untied head by vocabulary rows.
+  if (g == 0) return 0;
+  if (g + 1 == num_base_groups()) return i == 1 ? 0 : -1;
+  if (view == block_index_[kWo] || view == block_index_[kWDown]) return 1;
+  for (BlockParam p : {kWq, kWk, kWv, kWGate, kWUp, kBq, kBk, kBv})
+    if (block_index_[p] == view) return 0;
+  return -1;
+}
+
+bool Transformer::splits_over_tensor_group(size_t g, size_t i) const {
+  return split_dim(g, i) >= 0;
+}
+
+void Transformer::project_backward_of(LoraTarget t, Projection& p, const Tensor& dy,
+                                      const Tensor& x, Tensor& dx, float beta,
+                                      AdapterSaved& saved) {
+  if (!options_.tensor_parallel.enabled() || !p.adapter.defined()) {
+    project_backward(backend_, p, dy, x, dx, beta, saved);
+    return;
+  }
+  // The adapter's replicated half (A under a column-parallel projection, B
+  // under a row-parallel one) gets this rank's part of its gradient only:
+  // that micro-batch's part is summed over the group, then accumulated.
+  Tensor& replicated = splits_output_rows(t) ? p.adapter.d_a : p.adapter.d_b;
+  if (!replicated.defined()) {
+    project_backward(backend_, p, dy, x, dx, beta, saved);
+    return;
+  }
+  Tensor accumulated = replicated;
+  const std::string what = p.adapter.tag + (splits_output_rows(t) ? ".a" : ".b") + ".grad_part";
+  replicated = backend_.empty(accumulated.shape(), accumulated.dtype(), Category::kGrad, what);
+  backend_.fill(replicated, 0.0f);
+  Tensor part = replicated;
+  project_backward(backend_, p, dy, x, dx, beta, saved);
+  sum_over_tensor_group(part, what);
+  backend_.add(accumulated, part, accumulated);
 }
 
 void Transformer::sum_over_tensor_group(Tensor& partial, const std::string& what) {
@@ -527,15 +578,9 @@ void Transformer::rmsnorm_backward_of_own_heads(const Tensor& dy, const Tensor& 
 }
 
 Shape Transformer::whole_shape(size_t g, size_t i) const {
-  const Shape& part = layouts_[g].specs[i].shape;
-  if (!splits_over_tensor_group(g, i)) return part;
-  const int64_t n = options_.tensor_parallel.size;
-  // Row-parallel o and down are split by columns; the rest (and every bias)
-  // by rows.
-  const int view = static_cast<int>(i);
-  if (view == block_index_[kWo] || view == block_index_[kWDown]) return {part[0], part[1] * n};
-  Shape whole = part;
-  whole[0] *= n;
+  Shape whole = layouts_[g].specs[i].shape;
+  const int dim = split_dim(g, i);
+  if (dim >= 0) whole[static_cast<size_t>(dim)] *= options_.tensor_parallel.size;
   return whole;
 }
 

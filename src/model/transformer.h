@@ -56,7 +56,7 @@ struct TransformerOptions {
   bool nf4 = false;
   bool nf4_double_quant = false;  // model.double_quant
   // parallel.tensor: this rank's part of every block (tensor_parallel.h);
-  // the layouts are the part's. Not yet with LoRA or NF4 (checked).
+  // the layouts are the part's. Not yet with NF4 (checked).
   TensorParallel tensor_parallel;
   // run.seed: the randomness drawn during steps (the dropout masks), apart
   // from the seeds of initialization (model.seed, lora.seed).
@@ -119,6 +119,9 @@ class Transformer {
   // the tensor-parallel group (a block projection or bias), rather than a
   // replicated one; false without tensor parallelism.
   bool splits_over_tensor_group(size_t g, size_t i) const;
+  // The dimension view i of group g is split along (0 rows, 1 columns), or
+  // -1 when it is not split.
+  int split_dim(size_t g, size_t i) const;
 
   // Spec i of group g's shape in the whole model: the spec's own shape
   // unless it is split over the tensor-parallel group.
@@ -170,6 +173,10 @@ class Transformer {
   // The sum of `partial` over the tensor-parallel group, in place (nothing
   // without tensor parallelism).
   void sum_over_tensor_group(Tensor& partial, const std::string& tag);
+  // project_backward of projection t; under parallel.tensor its adapter's
+  // replicated half's gradient summed over the group.
+  void project_backward_of(LoraTarget t, Projection& p, const Tensor& dy, const Tensor& x,
+                           Tensor& dx, float beta, AdapterSaved& saved);
   // dw += the group's sum of this rank's rmsnorm_backward weight gradient:
   // for a norm applied to this rank's heads only (q/k norm).
   void rmsnorm_backward_of_own_heads(const Tensor& dy, const Tensor& x, const Tensor& w,

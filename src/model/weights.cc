@@ -361,9 +361,11 @@ void load_adapter(Backend& backend, Transformer& model, const std::string& dir) 
   HR_CHECK(model.frozen_base(), "load_adapter on a model without LoRA");
   check_adapter_config(model.options().lora, dir);
   SafetensorsIndex index = SafetensorsIndex::open(adapter_file(dir));
+  // The whole model's shapes, as load_weights matches them.
   const std::vector<const SafetensorsEntry*> entries =
-      match(index, model.config(), model.layouts(), model.num_base_groups(), model.layouts().size(),
-            "the adapter the one");
+      match(index, model.config(),
+            transformer_layouts(model.config(), model.options().lora, model.options().nf4),
+            model.num_base_groups(), model.layouts().size(), "the adapter the one");
   load_groups(backend, model, index, entries, model.num_base_groups(), model.layouts().size());
 }
 

@@ -34,9 +34,19 @@ void refuse_unbuilt_features(const ExperimentConfig& c) {
            "a LoRA run saves only its adapters, in PEFT's layout; use \"consolidated\"");
   if (c.parallel.tensor > 1) {
     const std::string tp = "parallel.tensor = " + std::to_string(c.parallel.tensor);
-    if (c.lora.enabled)
-      refuse(tp + " with lora.enabled = true",
-             "adapters split like their projections are issue 43's next step");
+    if (c.model.quantization == ModelSection::Quantization::kNf4)
+      refuse(tp + " with model.quantization = \"nf4\"",
+             "the NF4 base would be quantized per part; use a dense base");
+    // Dropout on a row-parallel projection's input part would draw another
+    // mask than one rank draws on the whole input.
+    const auto& targets = c.lora.targets;
+    const bool row_parallel_target =
+        std::find(targets.begin(), targets.end(), "o_proj") != targets.end() ||
+        std::find(targets.begin(), targets.end(), "down_proj") != targets.end();
+    if (c.lora.enabled && c.lora.dropout > 0 && row_parallel_target)
+      refuse(tp + " with lora.dropout > 0 on o_proj or down_proj",
+             "the dropout mask of a split input is not the whole input's; use lora.dropout = 0 "
+             "or adapt q/k/v/gate/up only");
     if (c.checkpoint.format == CheckpointSection::Format::kSharded)
       refuse(tp + " with checkpoint.format = \"sharded\"",
              "its index records one layout per data-parallel rank; use \"consolidated\", which "
