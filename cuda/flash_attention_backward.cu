@@ -227,27 +227,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int64_t k0 = begin + static_cast<int64_t>(blockIdx.x) * kB;
   const int64_t nk = end - k0 < kB ? end - k0 : kB, k1 = k0 + nk;
 
-  // The queries seeing any key of [k0, k1): hi(i) > k0 holds on a suffix
-  // (from at most k0 on) and lo(i) < k1 on a prefix (to at least k1 - 1).
-  int64_t a = begin, b = k0;
-  while (a < b) {
-    const int64_t mid = a + (b - a) / 2;
-    if (flash::row_keys(dims.mask, docs, mid).hi > k0)
-      b = mid;
-    else
-      a = mid + 1;
-  }
-  const int64_t query_begin = a;
-  a = k1;
-  b = end;
-  while (a < b) {
-    const int64_t mid = a + (b - a) / 2;
-    if (flash::row_keys(dims.mask, docs, mid).lo >= k1)
-      b = mid;
-    else
-      a = mid + 1;
-  }
-  const int64_t query_end = a;
+  // The queries seeing any key of [k0, k1).
+  const KeyInterval queries = flash::queries_seeing_keys(dims.mask, docs, begin, end, k0, k1);
+  const int64_t query_begin = queries.lo, query_end = queries.hi;
 
   flash::load_tile<kB, kD>(ks, kLD, k + g * kD, kv_stride, k0, nk);
   flash::load_tile<kB, kD>(vs, kLD, v + g * kD, kv_stride, k0, nk);

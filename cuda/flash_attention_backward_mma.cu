@@ -281,25 +281,8 @@ __global__ void __launch_bounds__(mma::kThreads, 1)
   const int64_t nk = end - k0 < kB ? end - k0 : kB, k1 = k0 + nk;
 
   // The queries seeing any key of [k0, k1), as the SIMT kernel finds them.
-  int64_t a = begin, b = k0;
-  while (a < b) {
-    const int64_t mid = a + (b - a) / 2;
-    if (flash::row_keys(dims.mask, docs, mid).hi > k0)
-      b = mid;
-    else
-      a = mid + 1;
-  }
-  const int64_t query_begin = a;
-  a = k1;
-  b = end;
-  while (a < b) {
-    const int64_t mid = a + (b - a) / 2;
-    if (flash::row_keys(dims.mask, docs, mid).lo >= k1)
-      b = mid;
-    else
-      a = mid + 1;
-  }
-  const int64_t query_end = a;
+  const KeyInterval queries = flash::queries_seeing_keys(dims.mask, docs, begin, end, k0, k1);
+  const int64_t query_begin = queries.lo, query_end = queries.hi;
 
   // What each output needs: S^T (K, Q) for both; dv P^T dO (dO
   // transposed); dk dP^T (V, dO) and dS^T Q (Q transposed).

@@ -140,6 +140,34 @@ __device__ __forceinline__ KeyInterval row_keys(const AttentionMask& mask, const
   return visible_keys_in_document(mask, docs.offsets[d], docs.offsets[d + 1], i);
 }
 
+// The queries [begin', end') of the chunk [begin, end) that see any key of
+// [k0, k1) (begin <= k0 < k1 <= end): hi(i) > k0 holds on a suffix (from at
+// most k0 on) and lo(i) < k1 on a prefix (to at least k1 - 1), so two binary
+// searches find them. What a dk/dv block walks.
+__device__ __forceinline__ KeyInterval queries_seeing_keys(const AttentionMask& mask,
+                                                           const Documents& docs, int64_t begin,
+                                                           int64_t end, int64_t k0, int64_t k1) {
+  int64_t a = begin, b = k0;
+  while (a < b) {
+    const int64_t mid = a + (b - a) / 2;
+    if (row_keys(mask, docs, mid).hi > k0)
+      b = mid;
+    else
+      a = mid + 1;
+  }
+  const int64_t first = a;
+  a = k1;
+  b = end;
+  while (a < b) {
+    const int64_t mid = a + (b - a) / 2;
+    if (row_keys(mask, docs, mid).lo >= k1)
+      b = mid;
+    else
+      a = mid + 1;
+  }
+  return {first, a};
+}
+
 // The visible keys [lo[i], hi[i]) of this thread's query rows q0 + ty + 16 i
 // (i < kRows) of a tile of nq rows; padding rows (ty + 16 i >= nq) see
 // nothing, [0, 0).
