@@ -167,6 +167,10 @@ struct ParallelSection {
   // model between them (model/tensor_parallel.h), and ZeRO and the data
   // are over the world / N groups across them (r % N equal).
   int tensor = 1;
+  // Megatron's sequence parallelism within each tensor-parallel group
+  // (model/tensor_parallel.h): the residual stream and the norms on T/N
+  // tokens per rank.
+  bool sequence = false;
 
   bool operator==(const ParallelSection&) const = default;
 };

@@ -237,6 +237,16 @@ std::vector<ConfigRule> build_rules() {
        },
        // At one rank stage 1 shards nothing: it only lets offload happen.
        {"zero.stage=1"}},
+      {"parallel.sequence", "parallel.tensor",
+       "parallel.sequence = true requires parallel.tensor > 1",
+       [](const ExperimentConfig& c) -> Complaint {
+         // The sequence is split over a tensor-parallel group; without one
+         // there is nothing to split it over.
+         if (c.parallel.sequence && c.parallel.tensor < 2)
+           return "true splits each tensor-parallel group's tokens, but parallel.tensor = " +
+                  std::to_string(c.parallel.tensor);
+         return std::nullopt;
+       }},
       {"memory.device", "run.backend", "memory.device names a GPU: run.backend != \"cpu\"",
        [](const ExperimentConfig& c) -> Complaint {
          // A cpu run only runs on its host, whose memory no preset describes.

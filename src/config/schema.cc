@@ -750,6 +750,12 @@ std::vector<ConfigKey> build_schema() {
               "the same parallel.tensor; LoRA adapters split like their projections); not yet "
               "with NF4, LoRA dropout on o/down, or the sharded format."),
 
+      boolean(HR_FIELD(parallel.sequence),
+              "Sequence parallelism inside each tensor-parallel group (Megatron): the residual "
+              "stream, the norms and the block inputs activation checkpointing keeps hold T/N "
+              "tokens per rank; each sublayer all-gathers its normed input and reduce-scatters "
+              "its output instead of all-reducing it (the same bytes)."),
+
       // [checkpoint]
       activation_checkpointing(),
       integer(HR_FIELD(checkpoint.save_every), 0, kNoMax,

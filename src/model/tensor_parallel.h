@@ -37,6 +37,15 @@ struct TensorParallel {
   // The group's collectives (its world_size() is `size`); null when size 1.
   // Not owned: it outlives the model.
   Communicator* group = nullptr;
+  // parallel.sequence (Megatron's sequence parallelism, Korthikanti et al.
+  // 2022): the residual stream, the norms and the block inputs a
+  // checkpoint keeps hold this rank's rows only, [T r/N, T (r+1)/N); each
+  // sublayer all-gathers its normed input before the column-parallel
+  // projections and reduce-scatters the row-parallel output instead of
+  // all-reducing it (the same bytes), and backward the other way round. The
+  // norm weights' gradients are then partial (this rank's rows) and summed
+  // over the group.
+  bool sequence = false;
 
   bool enabled() const { return size > 1; }
 };

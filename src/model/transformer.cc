@@ -326,11 +326,17 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const float theta = static_cast<float>(config_.rope_theta);
 
+  // parallel.sequence: x, the residuals and the norms hold this rank's R
+  // rows of T; the normed inputs of the projections are gathered whole.
+  const bool sp = options_.tensor_parallel.sequence;
+  const int64_t R = x.size(0);
   BlockSaved s;
   s.x = x;
-  s.h = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn_norm.out"));
-  s.rstd1 = b.empty({T}, DType::kF32, Category::kActivation, tag(l, "attn_norm.rstd"));
+  s.h = b.empty({R, C}, dt, Category::kActivation,
+                tag(l, sp ? "attn_norm.out.rows" : "attn_norm.out"));
+  s.rstd1 = b.empty({R}, DType::kF32, Category::kActivation, tag(l, "attn_norm.rstd"));
   b.rmsnorm_forward(x, block_param(l, kAttnNorm), eps, s.h, s.rstd1);
+  s.h = whole_sequence(s.h, T, Category::kActivation, tag(l, "attn_norm.out"));
 
   s.q = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.q"));
   s.k = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.k"));
@@ -373,14 +379,18 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
   {
     Tensor o = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn.o_proj"));
     project_forward(b, projection(l, kLoraO, false), s.att, o, s.lora[kLoraO]);  // (T, C)
-    sum_over_tensor_group(o, tag(l, "attn.o_proj"));  // row-parallel: a partial sum
-    s.x2 = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn.residual"));
+    // Row-parallel: a partial sum (this rank's rows of it, under sequence
+    // parallelism).
+    o = sum_rows_over_tensor_group(o, Category::kActivation, tag(l, "attn.o_proj"));
+    s.x2 = b.empty({R, C}, dt, Category::kActivation, tag(l, "attn.residual"));
     b.add(x, o, s.x2);
   }
 
-  s.h2 = b.empty({T, C}, dt, Category::kActivation, tag(l, "mlp_norm.out"));
-  s.rstd2 = b.empty({T}, DType::kF32, Category::kActivation, tag(l, "mlp_norm.rstd"));
+  s.h2 =
+      b.empty({R, C}, dt, Category::kActivation, tag(l, sp ? "mlp_norm.out.rows" : "mlp_norm.out"));
+  s.rstd2 = b.empty({R}, DType::kF32, Category::kActivation, tag(l, "mlp_norm.rstd"));
   b.rmsnorm_forward(s.x2, block_param(l, kMlpNorm), eps, s.h2, s.rstd2);
+  s.h2 = whole_sequence(s.h2, T, Category::kActivation, tag(l, "mlp_norm.out"));
   s.gate = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.gate"));
   s.up = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.up"));
   {
@@ -394,11 +404,11 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
   {
     Tensor m = b.empty({T, C}, dt, Category::kActivation, tag(l, "mlp.down"));
     project_forward(b, projection(l, kLoraDown, false), s.act, m, s.lora[kLoraDown]);  // (T, C)
-    sum_over_tensor_group(m, tag(l, "mlp.down"));
+    m = sum_rows_over_tensor_group(m, Category::kActivation, tag(l, "mlp.down"));
     // The next block's input: kept alone, as a checkpoint, when that block
     // recomputes its activations.
     const bool next_checkpointed = is_checkpointed(l + 1);
-    s.y = b.empty({T, C}, dt, next_checkpointed ? Category::kCheckpoint : Category::kActivation,
+    s.y = b.empty({R, C}, dt, next_checkpointed ? Category::kCheckpoint : Category::kActivation,
                   tag(l, "out"));
     b.add(s.x2, m, s.y);
   }
@@ -423,11 +433,16 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
   const int64_t H = heads_, KV = kv_heads_, D = config_.head_dim;
   const float theta = static_cast<float>(config_.rope_theta);
 
+  // parallel.sequence: dy and the residuals' gradients hold this rank's R
+  // rows; the row-parallel projections' backward reads them gathered.
+  const bool sp = options_.tensor_parallel.sequence;
+  const int64_t R = dy.size(0);
   // MLP: y = x2 + down(silu(gate(h2)) * up(h2))
   Tensor d_act = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.act.grad"));
   {
     Projection down = projection(l, kLoraDown, true);
-    project_backward_of(kLoraDown, down, dy, s.act, d_act, 0.0f, s.lora[kLoraDown]);  // (T, F)
+    const Tensor dm = whole_sequence(dy, T, Category::kActivation, tag(l, "mlp.down.grad"));
+    project_backward_of(kLoraDown, down, dm, s.act, d_act, 0.0f, s.lora[kLoraDown]);  // (T, F)
   }
   s.act = Tensor();
   Tensor d_gate = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.gate.grad"));
@@ -440,11 +455,14 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
     project_backward_of(kLoraGate, gate, d_gate, s.h2, d_h2, 0.0f, s.lora[kLoraGate]);  // (T, C)
     project_backward_of(kLoraUp, up, d_up, s.h2, d_h2, 1.0f, s.lora[kLoraUp]);
   }
-  sum_over_tensor_group(d_h2, tag(l, "mlp_norm.out.grad"));  // column-parallel: partial
+  // Column-parallel: partial (this rank's rows of the sum, under sequence
+  // parallelism).
+  d_h2 = sum_rows_over_tensor_group(d_h2, Category::kActivation, tag(l, "mlp_norm.out.grad"));
   d_gate = Tensor(), d_up = Tensor(), s.h2 = Tensor();
-  Tensor dx2 = b.empty({T, C}, dt, Category::kActivation, tag(l, "attn.residual.grad"));
+  Tensor dx2 = b.empty({R, C}, dt, Category::kActivation, tag(l, "attn.residual.grad"));
   Tensor dw_mlp_norm = block_grad(l, kMlpNorm);
-  b.rmsnorm_backward(d_h2, s.x2, block_param(l, kMlpNorm), s.rstd2, dx2, dw_mlp_norm);
+  rmsnorm_backward_of_own_heads(d_h2, s.x2, block_param(l, kMlpNorm), s.rstd2, dx2, dw_mlp_norm,
+                                tag(l, "mlp_norm.grad"), sp);
   d_h2 = Tensor(), s.x2 = Tensor(), s.rstd2 = Tensor();
   b.add(dx2, dy, dx2);  // the residual path
 
@@ -452,7 +470,8 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
   Tensor d_att = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.out.grad"));
   {
     Projection o = projection(l, kLoraO, true);
-    project_backward_of(kLoraO, o, dx2, s.att, d_att, 0.0f, s.lora[kLoraO]);  // (T, HD)
+    const Tensor d_o = whole_sequence(dx2, T, Category::kActivation, tag(l, "attn.o_proj.grad"));
+    project_backward_of(kLoraO, o, d_o, s.att, d_att, 0.0f, s.lora[kLoraO]);  // (T, HD)
   }
   Tensor dq, dk, dv;
   if (options_.attention_dense) {
@@ -493,11 +512,12 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
     project_backward_of(kLoraK, k, dk, s.h, d_h, 1.0f, s.lora[kLoraK]);
     project_backward_of(kLoraV, v, dv, s.h, d_h, 1.0f, s.lora[kLoraV]);
   }
-  sum_over_tensor_group(d_h, tag(l, "attn_norm.out.grad"));
+  d_h = sum_rows_over_tensor_group(d_h, Category::kActivation, tag(l, "attn_norm.out.grad"));
   dq = Tensor(), dk = Tensor(), dv = Tensor(), s.h = Tensor(), s.v = Tensor();
-  Tensor dx = b.empty({T, C}, dt, Category::kActivation, tag(l, "in.grad"));
+  Tensor dx = b.empty({R, C}, dt, Category::kActivation, tag(l, "in.grad"));
   Tensor dw_attn_norm = block_grad(l, kAttnNorm);
-  b.rmsnorm_backward(d_h, s.x, block_param(l, kAttnNorm), s.rstd1, dx, dw_attn_norm);
+  rmsnorm_backward_of_own_heads(d_h, s.x, block_param(l, kAttnNorm), s.rstd1, dx, dw_attn_norm,
+                                tag(l, "attn_norm.grad"), sp);
   d_h = Tensor(), s.rstd1 = Tensor(), s.x = Tensor();
   b.add(dx, dx2, dx);
   return dx;
@@ -556,6 +576,62 @@ void Transformer::project_backward_of(LoraTarget t, Projection& p, const Tensor&
   backend_.add(accumulated, part, accumulated);
 }
 
+std::pair<int64_t, int64_t> Transformer::sequence_rows(int64_t tokens) const {
+  const TensorParallel& tp = options_.tensor_parallel;
+  return {tokens * tp.rank / tp.size, tokens * (tp.rank + 1) / tp.size};
+}
+
+namespace {
+
+// Every rank's rows of T tokens times `width` elements each.
+std::vector<int64_t> sequence_counts(int64_t tokens, int64_t width, int size) {
+  std::vector<int64_t> counts;
+  for (int r = 0; r < size; ++r)
+    counts.push_back((tokens * (r + 1) / size - tokens * r / size) * width);
+  return counts;
+}
+
+}  // namespace
+
+Tensor Transformer::gather_sequence(const Tensor& rows, int64_t tokens, Category category,
+                                    const std::string& what) {
+  const TensorParallel& tp = options_.tensor_parallel;
+  const int64_t width = rows.size(1);
+  Tensor whole = backend_.empty({tokens, width}, rows.dtype(), category, what);
+  const auto [first, last] = sequence_rows(tokens);
+  Tensor mine = whole.rows(first, last);
+  backend_.copy(rows, mine);
+  // The collectives cut a flat buffer by element counts.
+  Tensor flat = whole.view({tokens * width});
+  tp.group->all_gather_in_place(flat, sequence_counts(tokens, width, tp.size));
+  return whole;
+}
+
+Tensor Transformer::scatter_sequence(Tensor& partial, Category category, const std::string& what) {
+  const TensorParallel& tp = options_.tensor_parallel;
+  const int64_t tokens = partial.size(0), width = partial.size(1);
+  Tensor flat = partial.view({tokens * width});
+  tp.group->reduce_scatter_sum_in_place(backend_, flat, sequence_counts(tokens, width, tp.size),
+                                        what);
+  const auto [first, last] = sequence_rows(tokens);
+  Tensor rows = backend_.empty({last - first, width}, partial.dtype(), category, what + ".rows");
+  backend_.copy(partial.rows(first, last), rows);
+  return rows;
+}
+
+Tensor Transformer::sum_rows_over_tensor_group(Tensor& partial, Category category,
+                                               const std::string& what) {
+  if (options_.tensor_parallel.sequence) return scatter_sequence(partial, category, what);
+  sum_over_tensor_group(partial, what);
+  return partial;
+}
+
+Tensor Transformer::whole_sequence(const Tensor& rows, int64_t tokens, Category category,
+                                   const std::string& what) {
+  if (!options_.tensor_parallel.sequence) return rows;
+  return gather_sequence(rows, tokens, category, what);
+}
+
 void Transformer::sum_over_tensor_group(Tensor& partial, const std::string& what) {
   const TensorParallel& tp = options_.tensor_parallel;
   if (tp.enabled()) tp.group->all_reduce_sum(backend_, partial, what);
@@ -563,8 +639,8 @@ void Transformer::sum_over_tensor_group(Tensor& partial, const std::string& what
 
 void Transformer::rmsnorm_backward_of_own_heads(const Tensor& dy, const Tensor& x, const Tensor& w,
                                                 const Tensor& rstd, Tensor& dx, Tensor& dw,
-                                                const std::string& what) {
-  if (!options_.tensor_parallel.enabled() || !dw.defined()) {
+                                                const std::string& what, bool partial) {
+  if (!options_.tensor_parallel.enabled() || !dw.defined() || !partial) {
     backend_.rmsnorm_backward(dy, x, w, rstd, dx, dw);
     return;
   }
@@ -720,7 +796,10 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
                 "embed.out");
     acquire_params(kEmbed, forward_ahead(0));
     b.embedding_forward(params_.front().views[0], ids, x);
-    sum_over_tensor_group(x, "embed.out");
+    // Vocabulary-parallel: a partial sum (this rank's rows under sequence
+    // parallelism).
+    x = sum_rows_over_tensor_group(
+        x, is_checkpointed(0) ? Category::kCheckpoint : Category::kActivation, "embed.out");
     release_params(kEmbed);
     if (options_.attention_dense) {
       const int64_t rows =
@@ -752,17 +831,24 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
       acquire_params(kEmbed);
       if (!frozen) acquire_grads(kEmbed);
     }
-    h_final = b.empty({T, C}, dt, Category::kActivation, "final_norm.out");
-    rstd_final = b.empty({T}, DType::kF32, Category::kActivation, "final_norm.rstd");
+    const bool sp = tp.sequence;
+    const int64_t R = x_final.size(0);  // this rank's rows under sequence parallelism
+    h_final =
+        b.empty({R, C}, dt, Category::kActivation, sp ? "final_norm.out.rows" : "final_norm.out");
+    rstd_final = b.empty({R}, DType::kF32, Category::kActivation, "final_norm.rstd");
     b.rmsnorm_forward(x_final, params_[head].views[0], eps, h_final, rstd_final);
+    // The vocabulary-parallel loss reads every token.
+    h_final = whole_sequence(h_final, T, Category::kActivation, "final_norm.out");
     Tensor d_h = b.empty({T, C}, dt, Category::kActivation, "final_norm.out.grad");
     Tensor d_lm_head = lm_head_grad();
     if (tp.enabled()) {
       // Each rank's logits are its (T, V/N) part (vocab_parallel_loss.h).
       VocabParallelSaved parts = vocab_parallel_cross_entropy_forward(
           b, h_final, lm_head(), batch.targets, tp, options_.loss, loss_sum);
-      vocab_parallel_cross_entropy_backward(b, h_final, lm_head(), parts, tp, options_.loss,
-                                            loss_scale, d_h, d_lm_head);
+      vocab_parallel_cross_entropy_backward(b, h_final, lm_head(), parts, options_.loss, loss_scale,
+                                            d_h, d_lm_head);
+      // Each part's d_hidden: summed over the group (this rank's rows).
+      d_h = sum_rows_over_tensor_group(d_h, Category::kActivation, "final_norm.out.grad");
     } else {
       loss_saved =
           linear_cross_entropy_forward(b, h_final, lm_head(), targets, options_.loss, loss_sum);
@@ -771,9 +857,10 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
       loss_saved = LinearCrossEntropySaved{};
     }
     h_final = Tensor();
-    Tensor dx = b.empty({T, C}, dt, Category::kActivation, "final_norm.in.grad");
+    Tensor dx = b.empty({R, C}, dt, Category::kActivation, "final_norm.in.grad");
     Tensor d_final_norm = frozen ? Tensor() : grads_[head].views[0];
-    b.rmsnorm_backward(d_h, x_final, params_[head].views[0], rstd_final, dx, d_final_norm);
+    rmsnorm_backward_of_own_heads(d_h, x_final, params_[head].views[0], rstd_final, dx,
+                                  d_final_norm, "final_norm.grad", sp);
     x_final = Tensor(), rstd_final = Tensor();
     d_out_ = dx;
     if (tied) release_params(kEmbed);
@@ -807,7 +894,9 @@ void Transformer::forward_backward(const Batch& batch, float loss_scale, Tensor&
     }
     if (!frozen) {
       if (!tied) acquire_grads(kEmbed);
-      b.embedding_backward(d, ids, grads_.front().views[0]);
+      // Every token's gradient, for this rank's rows of the table.
+      const Tensor d_all = whole_sequence(d, T, Category::kActivation, "embed.out.grad");
+      b.embedding_backward(d_all, ids, grads_.front().views[0]);
       release_grads(kEmbed);
     }
   }

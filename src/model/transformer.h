@@ -173,15 +173,32 @@ class Transformer {
   // The sum of `partial` over the tensor-parallel group, in place (nothing
   // without tensor parallelism).
   void sum_over_tensor_group(Tensor& partial, const std::string& tag);
+  // parallel.sequence: this rank's rows [first, second) of T tokens, the
+  // (T, C) tensor `rows` gathered from every rank's rows (a new tensor of
+  // `category`, `tag`), and this rank's rows of the group's sum of the
+  // partial (T, C) `partial` (reduce-scattered in place, then copied out).
+  std::pair<int64_t, int64_t> sequence_rows(int64_t tokens) const;
+  Tensor gather_sequence(const Tensor& rows, int64_t tokens, Category category,
+                         const std::string& tag);
+  Tensor scatter_sequence(Tensor& partial, Category category, const std::string& tag);
+  // Without sequence parallelism the sum of `partial` over the group (in
+  // place, returned); with it this rank's rows of that sum.
+  Tensor sum_rows_over_tensor_group(Tensor& partial, Category category, const std::string& tag);
+  // The (T, C) tensor whose rows this rank holds: gathered under sequence
+  // parallelism, `rows` itself otherwise.
+  Tensor whole_sequence(const Tensor& rows, int64_t tokens, Category category,
+                        const std::string& tag);
   // project_backward of projection t; under parallel.tensor its adapter's
   // replicated half's gradient summed over the group.
   void project_backward_of(LoraTarget t, Projection& p, const Tensor& dy, const Tensor& x,
                            Tensor& dx, float beta, AdapterSaved& saved);
   // dw += the group's sum of this rank's rmsnorm_backward weight gradient:
-  // for a norm applied to this rank's heads only (q/k norm).
+  // for a norm applied to this rank's heads only (q/k norm), or to its rows
+  // only (sequence parallelism); plain rmsnorm_backward otherwise
+  // (`partial` false).
   void rmsnorm_backward_of_own_heads(const Tensor& dy, const Tensor& x, const Tensor& w,
                                      const Tensor& rstd, Tensor& dx, Tensor& dw,
-                                     const std::string& tag);
+                                     const std::string& tag, bool partial = true);
   // Spec i of group g drawn as a tensor-parallel run of one rank would draw
   // it (`seed`, its whole shape), and this rank's part kept.
   void fill_uniform_part(size_t g, size_t i, uint64_t seed, float bound);

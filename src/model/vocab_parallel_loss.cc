@@ -74,14 +74,11 @@ VocabParallelSaved vocab_parallel_cross_entropy_forward(Backend& backend, const 
 
 void vocab_parallel_cross_entropy_backward(Backend& backend, const Tensor& hidden,
                                            const Tensor& weight, VocabParallelSaved& saved,
-                                           const TensorParallel& tp,
                                            const LinearCrossEntropyOptions& options, float scale,
                                            Tensor& d_hidden, Tensor& d_weight) {
   linear_cross_entropy_backward(backend, hidden, weight, saved.targets, saved.loss, options, scale,
                                 d_hidden, d_weight);
   saved.targets = Tensor();
-  // Each part's d_hidden = dlogits_r W_r: the group's sum is the whole's.
-  tp.group->all_reduce_sum(backend, d_hidden, "final_norm.out.grad");
 }
 
 }  // namespace headroom

@@ -10,7 +10,9 @@
 //   backward = dlogits = scale (exp(logits - lse) - onehot) on the rank that
 //              holds the target, scale exp(logits - lse) on the others
 //              (cross_entropy_backward's target -2), so dW of each part is
-//              local and d_hidden is a partial sum, all-reduced.
+//              local and d_hidden is a partial sum, which the caller sums
+//              over the group (an all-reduce, or a reduce-scatter under
+//              sequence parallelism).
 // The per-row combination runs on the host over (N, T) floats (a cuda run
 // would copy them back: the device kernel is the cuda issues' part).
 //
@@ -45,11 +47,11 @@ VocabParallelSaved vocab_parallel_cross_entropy_forward(Backend& backend, const 
                                                         const LinearCrossEntropyOptions& options,
                                                         Tensor& loss_sum);
 
-// d_hidden (T, C) written, the group's sum; d_weight (V/N, C) accumulated
-// (undefined: frozen). Consumes `saved`.
+// d_hidden (T, C) written: this part's share, whose sum over the group is
+// the whole vocabulary's; d_weight (V/N, C) accumulated (undefined:
+// frozen). Consumes `saved`.
 void vocab_parallel_cross_entropy_backward(Backend& backend, const Tensor& hidden,
                                            const Tensor& weight, VocabParallelSaved& saved,
-                                           const TensorParallel& tp,
                                            const LinearCrossEntropyOptions& options, float scale,
                                            Tensor& d_hidden, Tensor& d_weight);
 

@@ -279,6 +279,7 @@ RunSettings run_settings_of(const ExperimentConfig& config, RunMode mode, int wo
   // The group's communicator is the Run's to make (Run::execute).
   s.transformer.tensor_parallel.rank = s.layout.tensor_rank;
   s.transformer.tensor_parallel.size = s.layout.tensor;
+  s.transformer.tensor_parallel.sequence = config.parallel.sequence;
 
   s.data_path = config.data.path;
   // The ranks of one tensor-parallel group train on the same micro-batches:
@@ -436,6 +437,7 @@ std::string to_text(const RunSettings& s) {
   line("cublaslt_workspace_bytes", s.cublaslt_workspace_bytes);
   line("parallel.tensor", s.layout.tensor);
   line("parallel.data", s.layout.data);
+  line("parallel.sequence", s.transformer.tensor_parallel.sequence);
   line("zero.stage", s.zero.stage);
   line("zero.prefetch", s.zero.prefetch);
   line("offload_optimizer", s.offload_optimizer);

@@ -447,10 +447,11 @@ class MpiPlan : public Mpi, public ::testing::WithParamInterface<const char*> {}
 
 // `plan --world-size ranks` against `mpirun -np ranks`, rank by rank,
 // event for event, under the settings `set`; `header` is what the plan's
-// table starts with, and every rank's events hold `tag` (when not empty).
+// table starts with, and every rank's events hold `tag` (when not empty);
+// `reduced`: the ranks reduce gradients (several data-parallel ranks).
 void expect_each_plan_is_its_ranks_run(Mpi& mpi, const std::filesystem::path& dir, int ranks,
                                        const std::string& set, const std::string& header,
-                                       const std::string& tag = "") {
+                                       const std::string& tag = "", bool reduced = true) {
   ASSERT_EQ(mpi_train(mpi, ranks, set).code, 0);
   Result plan = mpi_headroom(mpi, 0, "plan", set + " --world-size " + std::to_string(ranks));
   ASSERT_EQ(plan.code, 0) << plan.err;
@@ -474,7 +475,7 @@ void expect_each_plan_is_its_ranks_run(Mpi& mpi, const std::filesystem::path& di
       ASSERT_EQ(a[i].phase, b[i].phase) << "event " << i;
       comm = comm || (a[i].category == Category::kComm && a[i].phase == Phase::kReduce);
     }
-    EXPECT_TRUE(comm) << "bf16 gradients are reduced through fp32 comm buffers";
+    EXPECT_EQ(comm, reduced) << "bf16 gradients are reduced through fp32 comm buffers";
     EXPECT_GT(a.size(), 100u);
     if (!tag.empty()) {
       EXPECT_NE(std::find(ta.begin(), ta.end(), tag), ta.end()) << tag;
@@ -522,6 +523,8 @@ TEST_F(Mpi, TensorParallelGroupsLoseWhatOneRankLoses) {
   // (ranks, the settings beside parallel.tensor = 2)
   std::vector<std::pair<int, std::string>> runs = {
       {2, "batch.grad_accum=2"},
+      // Each rank's residual stream on half the tokens.
+      {2, "batch.grad_accum=2 --set parallel.sequence=true"},
       // Another seed, and the single rank's initial weights loaded: every
       // rank takes its rows or columns of the file.
       {2,
@@ -623,6 +626,16 @@ TEST_F(Mpi, APlanOfTensorParallelRanksMakesEachRanksAllocations) {
                                     "--set parallel.tensor=2 --set zero.stage=3",
                                     "plan of 4 ranks, 2 tensor-parallel groups of 2",
                                     "block.0.attn.o_proj.comm");
+}
+
+TEST_F(Mpi, APlanOfSequenceParallelRanksMakesEachRanksAllocations) {
+  // The gathers and reduce-scatters of the residual stream in bf16: the
+  // reduce-scatters through fp32 comm buffers.
+  expect_each_plan_is_its_ranks_run(*this, dir_, 2,
+                                    " --set run.steps=2 --set model.dtype=bf16 --set run.name=dp "
+                                    "--set parallel.tensor=2 --set parallel.sequence=true",
+                                    "plan of 2 ranks, 1 tensor-parallel groups of 2",
+                                    "block.0.attn.o_proj.comm", false);
 }
 
 TEST_F(Mpi, ATensorParallelSizeThatDoesNotDivideTheRanksIsRefused) {

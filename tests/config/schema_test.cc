@@ -69,7 +69,7 @@ ExperimentConfig everything_changed() {
               .device_capacity = 40 * kGiB,
               .allocator = MemorySection::Allocator::kExact};
   c.zero = {.stage = 3, .prefetch = 2, .offload_optimizer = true};
-  c.parallel = {.tensor = 2};
+  c.parallel = {.tensor = 2, .sequence = true};
   c.checkpoint = {.activations = 3,
                   .save_every = 100,
                   .dir = "/ckpt",

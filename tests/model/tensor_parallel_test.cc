@@ -83,7 +83,7 @@ TEST_P(TensorParallelGroup, TrainsAsTheWholeModelTrainsAlone) {
   // One OpenMP thread per rank; LeakSanitizer off for Open MPI's own
   // allocations (as tests/cli/mpi_test.cc).
   const std::string command =
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 240 mpirun "
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 540 mpirun "
       "--oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x "
       "ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 -np " +
       std::to_string(GetParam()) + " '" + testing::binary_dir() +

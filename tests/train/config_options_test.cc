@@ -113,9 +113,8 @@ std::map<std::string, KeyCase> key_cases(const std::string& hf_a, const std::str
       {"zero.stage", {"2"}},
       {"zero.prefetch", {"3"}},
       {"zero.offload_optimizer", {"true", {"zero.stage=1"}}},
-      // One rank: refused, naming the key (a tensor-parallel group of 2
-      // needs 2 ranks; tests/cli/mpi_test.cc runs them).
       {"parallel.tensor", {"2"}},
+      {"parallel.sequence", {"true", {"parallel.tensor=2"}}},
 
       {"checkpoint.activations", {"\"full\""}},
       {"checkpoint.save_every", {"5"}},
@@ -152,7 +151,8 @@ struct Mapped {
 
 Mapped map(const ExperimentConfig& config, RunMode mode) {
   try {
-    return {to_text(run_settings_of(config, mode)), ""};
+    // A tensor-parallel config as rank 0 of one group (world = its size).
+    return {to_text(run_settings_of(config, mode, config.parallel.tensor, 0)), ""};
   } catch (const UsageError& e) {
     return {"", e.what()};
   }
