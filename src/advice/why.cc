@@ -54,8 +54,9 @@ std::string growth_finding(const Postmortem& pm) {
   return out;
 }
 
-// The failing step's batch on this rank against its budget.
-std::string batch_finding(const ExperimentConfig& config, const RunSettings& s, int rank,
+// The failing step's batch on this rank (`s` is its settings) against its
+// budget.
+std::string batch_finding(const ExperimentConfig& config, const RunSettings& s,
                           const Postmortem& pm) {
   if (pm.step < 0) return "";
   const TokenDataset dataset = TokenDataset::open(s.data_path, 0);
@@ -64,7 +65,9 @@ std::string batch_finding(const ExperimentConfig& config, const RunSettings& s, 
   Batcher batcher(dataset, options);
   std::vector<MicroBatchPlan> plans;
   for (int64_t step = 0; step <= pm.step; ++step)
-    plans = std::move(batcher.next_step_plan()[static_cast<size_t>(rank)]);
+    // Dealt over the data-parallel ranks (a tensor-parallel group shares its
+    // micro-batches).
+    plans = std::move(batcher.next_step_plan()[static_cast<size_t>(s.layout.data_rank)]);
   if (plans.empty()) return "";
   const MicroBatchPlan* widest = &plans.front();
   int64_t longest = 0, truncated = 0;
@@ -105,7 +108,7 @@ OomExplanation explain_oom(const ExperimentConfig& config, int rank, int world_s
   } catch (const Error&) {
   }
   try {
-    const std::string batch = settings ? batch_finding(config, *settings, rank, pm) : "";
+    const std::string batch = settings ? batch_finding(config, *settings, pm) : "";
     if (!batch.empty()) e.findings.push_back(batch);
   } catch (const Error&) {
     // No dataset to re-derive the batch from: say nothing of it.

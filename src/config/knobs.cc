@@ -150,6 +150,15 @@ std::vector<KnobSpec> build_knob_table() {
                          "each block's weights, heads and MLP split over the group; two "
                          "all-reduces of the activations per sublayer"}};
        }},
+      // Inside tensor-parallel groups: the residual stream on T/N tokens,
+      // the same collective bytes.
+      {"parallel.sequence", E::kSameTraining,
+       [](const ExperimentConfig& c, const KnobContext&) {
+         if (c.parallel.tensor < 2 || c.parallel.sequence) return Choices{};
+         return Choices{{"sequence parallelism inside the tensor-parallel groups",
+                         {"parallel.sequence=true"},
+                         "reduce-scatter and all-gather instead of each all-reduce"}};
+       }},
       {"zero.offload_optimizer", E::kSameTraining,
        [](const ExperimentConfig& c, const KnobContext&) {
          if (c.zero.offload_optimizer) return Choices{};

@@ -135,6 +135,20 @@ TEST_F(SeedAdvice, Seed001WithoutTensorParallelismIsToldToRecomputeOrSplitTheVoc
   EXPECT_LT(logits, kept + 2 * chunk) << split.out;
 }
 
+// A tensor-parallel plan's postmortem on every rank (rank 1's batch is the
+// group's: it once read past the data-parallel ranks' batches), and the
+// advice: sequence parallelism first, at no step cost.
+TEST_F(SeedAdvice, Seed001OnTensorParallelRanksIsToldToSplitTheSequence) {
+  const std::string args =
+      "--world-size 2 --set parallel.tensor=2 --set memory.device_capacity=35GiB";
+  const Result r = plan_oom("seed001_chunked_loss.toml", args);
+  const std::vector<std::string> rows = fitting_rows(r.err);
+  ASSERT_FALSE(rows.empty()) << r.err;
+  EXPECT_NE(rows.front().find("parallel.sequence=true"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 1 of 2 ran out of memory"), std::string::npos) << r.err;
+  expect_cheapest_fits("seed001_chunked_loss.toml", args, r);
+}
+
 TEST_F(SeedAdvice, Seed003FullFineTuningOn40GiBIsToldToOffloadOrUseLora) {
   const std::string args = "--set zero.offload_optimizer=false";
   const Result r = plan_oom("seed003_offload_7b.toml", args);

@@ -100,9 +100,11 @@ TEST(KnobCatalogue, OffersTensorParallelGroupsTheRanksDivideInto) {
   ASSERT_NE(tp, knobs.end());
   // Half the data-parallel ranks: twice the accumulation, the same tokens.
   EXPECT_EQ(tp->overrides, (std::vector<std::string>{"parallel.tensor=2", "batch.grad_accum=2"}));
+  EXPECT_FALSE(has(all_overrides(knob_catalogue(c, 4, {})), "parallel.sequence=true"));
   ExperimentConfig grouped = c;
   grouped.parallel.tensor = 2;
   EXPECT_TRUE(has(all_overrides(knob_catalogue(grouped, 4, {})), "parallel.tensor=4"));
+  EXPECT_TRUE(has(all_overrides(knob_catalogue(grouped, 4, {})), "parallel.sequence=true"));
   EXPECT_FALSE(has(all_overrides(knob_catalogue(grouped, 2, {})), "parallel.tensor=4"));
 }
 
