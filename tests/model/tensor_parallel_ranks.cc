@@ -34,6 +34,7 @@ namespace headroom {
 namespace {
 
 int failures = 0;
+double worst_loss = 0;  // the largest relative loss difference over every check
 
 void fail(const std::string& line) {
   ++failures;
@@ -214,21 +215,22 @@ void check(bool qwen2, bool lora, bool sequence, Communicator& group) {
     TrainerOptions options;
     options.grad_clip = 0.05f;
     options.schedule = LrSchedule{
-        .lr = 1e-2, .min_lr = 0, .warmup_steps = 0, .total_steps = 20, .decay = Decay::kConstant};
+        .lr = 3e-3, .min_lr = 0, .warmup_steps = 0, .total_steps = 20, .decay = Decay::kConstant};
     Trainer trainer(*m.backend, *m.transformer, optimizer, options);
     for (int64_t step = 0; step < 20; ++step)
       trained[k].push_back(trainer.step(step, micro_batches(100 + static_cast<uint64_t>(step))));
   }
   for (size_t step = 0; step < trained[0].size(); ++step) {
     const StepRecord &got = trained[1][step], &want = trained[0][step];
+    worst_loss = std::max(worst_loss, std::abs(got.loss - want.loss) / std::abs(want.loss));
     if (std::abs(got.loss - want.loss) > 1e-5 * std::abs(want.loss))
       fail(name + "step " + std::to_string(step) + " loss " + std::to_string(got.loss) +
            ", alone " + std::to_string(want.loss));
     // The group sums partial products in another order than one rank does
     // (and the loss combines the parts' fp32 lse); AdamW's 1 / sqrt(v) grows
-    // those last-bit differences step by step (3e-5 of the norm by step 3,
-    // ~1e-4 by step 18 at this learning rate), while the losses stay within
-    // 1e-5.
+    // those last-bit differences step by step (at lr 1e-2: 3e-5 of the norm
+    // by step 3, ~1e-4 by step 18, and the losses past 1e-5 by step 17 in
+    // the sanitizer build's code; at this 3e-3 the losses stay within 3e-7).
     const double tolerance = step == 0 ? 1e-5 : step < 5 ? 1e-4 : 1e-3;
     if (std::abs(got.grad_norm - want.grad_norm) > tolerance * want.grad_norm)
       fail(name + "step " + std::to_string(step) + " gradient norm " +
@@ -282,6 +284,7 @@ int main() {
     }
   double failed = failures;
   world->all_reduce_sum(std::span<double>(&failed, 1));
-  if (world->rank() == 0 && failed == 0) std::printf("ok\n");
+  if (world->rank() == 0 && failed == 0)
+    std::printf("ok (largest relative loss difference %.2g)\n", worst_loss);
   return failed == 0 ? 0 : 1;
 }
