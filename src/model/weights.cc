@@ -17,6 +17,7 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/json_error.h"
+#include "util/parse_json.h"
 
 namespace headroom {
 
@@ -304,14 +305,7 @@ void check_adapter_config(const LoraOptions& lora, const std::string& dir) {
   const std::string path = adapter_config_file(dir);
   std::ifstream in(path);
   if (!in) return;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_json_syntax_error(path, e.what(), e.byte);
-  } catch (const nlohmann::json::out_of_range& e) {
-    throw_json_number_error(path, e.what());
-  }
+  nlohmann::json j = parse_json_document(in, path);
   auto differs = [&](const char* key, const std::string& expected) {
     throw UsageError(path + ": " + key + " is " + (j.contains(key) ? j[key].dump() : "missing") +
                      ", this run's [lora] needs " + expected);

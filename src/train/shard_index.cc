@@ -8,6 +8,7 @@
 #include "model/safetensors.h"
 #include "util/error.h"
 #include "util/json_error.h"
+#include "util/parse_json.h"
 
 namespace fs = std::filesystem;
 
@@ -69,14 +70,7 @@ ShardIndex read_shard_index(const std::string& dir) {
   if (!in)
     throw UsageError(path + ": cannot open (trainer_state.json says this is a sharded " +
                      "checkpoint, whose index this is)");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_json_syntax_error(path, e.what(), e.byte);
-  } catch (const nlohmann::json::out_of_range& e) {
-    throw_json_number_error(path, e.what());
-  }
+  nlohmann::json j = parse_json_document(in, path);
   const JsonReader r(path);
   ShardIndex index;
   index.dir = dir;

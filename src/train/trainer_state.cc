@@ -9,6 +9,7 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/json_error.h"
+#include "util/parse_json.h"
 
 namespace fs = std::filesystem;
 
@@ -90,14 +91,7 @@ TrainState read_train_state(const std::string& dir) {
     throw UsageError(path +
                      ": cannot open (a checkpoint folder written with "
                      "checkpoint.save_every holds one)");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_json_syntax_error(path, e.what(), e.byte);
-  } catch (const nlohmann::json::out_of_range& e) {
-    throw_json_number_error(path, e.what());
-  }
+  nlohmann::json j = parse_json_document(in, path);
   if (integer_at(j, "format_version", path) != kFormatVersion)
     throw UsageError(path + ": format_version " + j["format_version"].dump() +
                      " is not one this build reads (1)");
