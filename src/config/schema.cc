@@ -746,9 +746,9 @@ std::vector<ConfigKey> build_schema() {
               "and down by input columns, heads divided, the embedding, head and loss "
               "vocab-parallel); ZeRO and the data are over the groups. It must divide the job's "
               "ranks and the model's heads, kv heads, intermediate_size and vocab_size. cpu over "
-              "MPI (model.weights: each rank loads its part; consolidated checkpoints resume on "
-              "the same parallel.tensor; LoRA adapters split like their projections); not yet "
-              "with NF4, LoRA dropout on o/down, or the sharded format."),
+              "MPI (model.weights: each rank loads its part; checkpoints of either format "
+              "resume on any parallel.tensor and data-parallel size; LoRA adapters split like "
+              "their projections); not yet with NF4 or LoRA dropout on o/down."),
 
       boolean(HR_FIELD(parallel.sequence),
               "Sequence parallelism inside each tensor-parallel group (Megatron): the residual "

@@ -21,11 +21,14 @@
 // their gradients are partial and all-reduced too.
 #pragma once
 
+#include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "model/lora.h"
 #include "model/model_config.h"
+#include "model/param_group.h"
 
 namespace headroom {
 
@@ -63,5 +66,28 @@ bool splits_output_rows(LoraTarget t);
 // [begin, end) of rank `rank`'s part of `n` things split `size` ways
 // (n % size == 0, checked by tensor_parallel_problem).
 std::pair<int64_t, int64_t> tensor_parallel_part(int64_t n, int rank, int size);
+
+// A parameter group as tensor parallelism splits it, whatever the size: the
+// whole model's layout and, per spec, the dimension its parts are cut along
+// (0 rows, 1 columns; -1 replicated on every rank). What a checkpoint of one
+// parallel.tensor needs to be read under another.
+struct SplitGroup {
+  GroupLayout whole;
+  std::vector<int> split_dims;  // one per spec of `whole`
+
+  // The layout every one of `size` parts has: each split spec's dimension
+  // divided by `size` (the parts are equal), offsets packed as
+  // GroupLayout::make packs them.
+  GroupLayout part_layout(int size) const;
+};
+
+// Elements [begin, end) of part `rank` of `size`'s flat group (in
+// group.part_layout(size)) from the group's parts under `from_size`:
+// from[t] is part t's whole flat group (group.part_layout(from_size)),
+// `element` bytes a value; written to `out` (end - begin values). A
+// replicated spec is read from part 0. Host memory only; the resharding of a
+// tensor-parallel checkpoint onto another parallel.tensor.
+void copy_from_parts(const SplitGroup& group, int from_size, std::span<const char* const> from,
+                     int rank, int size, int64_t begin, int64_t end, size_t element, char* out);
 
 }  // namespace headroom

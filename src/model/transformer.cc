@@ -524,7 +524,23 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
 }
 
 int Transformer::split_dim(size_t g, size_t i) const {
-  if (!options_.tensor_parallel.enabled()) return -1;
+  return options_.tensor_parallel.enabled() ? split_dim_under_tensor_parallelism(g, i) : -1;
+}
+
+SplitGroup Transformer::split_group(size_t g) const {
+  std::vector<ParamSpec> specs;
+  std::vector<int> dims;
+  for (size_t i = 0; i < layouts_[g].specs.size(); ++i) {
+    specs.push_back(layouts_[g].specs[i]);
+    specs.back().shape = whole_shape(g, i);
+    dims.push_back(split_dim_under_tensor_parallelism(g, i));
+  }
+  SplitGroup group{GroupLayout::make(layouts_[g].name, std::move(specs)), std::move(dims)};
+  group.whole.trainable = layouts_[g].trainable;
+  return group;
+}
+
+int Transformer::split_dim_under_tensor_parallelism(size_t g, size_t i) const {
   const int view = static_cast<int>(i);
   if (g >= num_base_groups()) {
     // An adapter splits like its projection: B (out, r) by rows under a

@@ -122,6 +122,10 @@ class Transformer {
   // The dimension view i of group g is split along (0 rows, 1 columns), or
   // -1 when it is not split.
   int split_dim(size_t g, size_t i) const;
+  // Group g as any parallel.tensor splits it (whole shapes, and the
+  // dimension each spec is cut along), also when this run's is 1: what
+  // reading a checkpoint of another tensor-parallel size needs.
+  SplitGroup split_group(size_t g) const;
 
   // Spec i of group g's shape in the whole model: the spec's own shape
   // unless it is split over the tensor-parallel group.
@@ -150,6 +154,8 @@ class Transformer {
   std::vector<FlatGroup>& grads() { return grads_; }
 
  private:
+  // split_dim's rule, whatever this run's parallel.tensor.
+  int split_dim_under_tensor_parallelism(size_t g, size_t i) const;
   struct BlockSaved;
   const Tensor& block_param(int64_t layer, BlockParam p) const;
   // The gradient of a block parameter, or an undefined tensor when the base

@@ -47,10 +47,6 @@ void refuse_unbuilt_features(const ExperimentConfig& c) {
       refuse(tp + " with lora.dropout > 0 on o_proj or down_proj",
              "the dropout mask of a split input is not the whole input's; use lora.dropout = 0 "
              "or adapt q/k/v/gate/up only");
-    if (c.checkpoint.format == CheckpointSection::Format::kSharded)
-      refuse(tp + " with checkpoint.format = \"sharded\"",
-             "its index records one layout per data-parallel rank; use \"consolidated\", which "
-             "gathers each split tensor whole and keeps an optimizer file per part");
   }
 }
 

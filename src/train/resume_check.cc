@@ -17,17 +17,15 @@ TrainState check_resume(const ExperimentConfig& config, const ModelConfig& model
   try {
     if (!path_exists("checkpoint.resume_from", resume_dir)) throw UsageError("no such folder");
     TrainState state = read_train_state(resume_dir);
-    // The optimizer files are per tensor-parallel part: resharding them
-    // onto another parallel.tensor is not built.
-    if (state.tensor_parallel != config.parallel.tensor)
-      throw UsageError("the checkpoint was written with parallel.tensor = " +
-                       std::to_string(state.tensor_parallel) + " and this run has " +
-                       std::to_string(config.parallel.tensor) +
-                       ": resume with the tensor-parallel size that wrote it (the data-parallel "
-                       "size may differ)");
     if (state.sharded_format) {
       // Every rank file the index names, and the index against this model.
-      check_sharded_checkpoint(read_shard_index(resume_dir), transformer_layouts(model),
+      // Its parts' layouts (whatever this run's parallel.tensor: a resume
+      // under another cuts its parts from them).
+      const ShardIndex index = read_shard_index(resume_dir);
+      if (const std::string problem = tensor_parallel_problem(model, index.tensor_parallel);
+          !problem.empty())
+        throw UsageError(shard_index_path(resume_dir) + ": \"tensor_parallel\": " + problem);
+      check_sharded_checkpoint(index, transformer_layouts(model, {}, false, index.tensor_parallel),
                                dtype_of(config.model.dtype));
     } else if (config.lora.enabled) {
       check_adapter(model, lora_options_of(config), resume_dir);

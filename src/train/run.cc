@@ -434,11 +434,14 @@ RunResult Run::execute(RunObserver& observer) {
     int64_t first_step = 0;
     if (resuming_) {
       try {
-        // Any world size and ZeRO stage: each rank reads its part under
-        // this run's sharding (train/sharded_checkpoint.h).
+        // Any world size, parallel.tensor and ZeRO stage: each rank reads
+        // its part under this run's sharding (train/sharded_checkpoint.h).
+        TensorParallelPart part{s.layout.tensor_rank, s.layout.tensor, {}};
+        for (size_t g = 0; g < model.layouts().size(); ++g)
+          part.groups.push_back(model.split_group(g));
         const TrainState state =
             load_train_state(optimizer, model.layouts(), s.resume_from, s.layout.data_rank,
-                             s.layout.data, zero.shards_optimizer(), s.layout.tensor_rank);
+                             s.layout.data, zero.shards_optimizer(), part);
         trainer.restore_counts(state.updates, state.skipped);
         if (state.loss_scale > 0)
           trainer.restore_loss_scale(state.loss_scale, state.scale_clean_steps);
@@ -464,8 +467,8 @@ RunResult Run::execute(RunObserver& observer) {
       if (s.save_sharded) {
         if (lead) prepare_sharded_folder(dir);
         comm_.barrier();
-        save_shard(*backend, model, zero, optimizer, dir, rank, world_size);
-        if (lead) save_shard_index(model, zero, optimizer, dir, world_size);
+        save_shard(*backend, model, zero, optimizer, dir, s.layout.data_rank, s.layout.data);
+        if (lead) save_shard_index(model, zero, optimizer, dir, s.layout.data);
         comm_.barrier();
       } else {
         if (s.transformer.lora.enabled)
@@ -487,7 +490,7 @@ RunResult Run::execute(RunObserver& observer) {
       if (lead)
         save_trainer_state(
             TrainState{steps_done, trainer.updates(), trainer.skipped_steps(), cursor.epoch,
-                       cursor.position, s.save_sharded ? world_size : optimizer_shards,
+                       cursor.position, s.save_sharded ? s.layout.data : optimizer_shards,
                        s.save_sharded, trainer.loss_scale(), trainer.scale_clean_steps(),
                        s.layout.tensor},
             dir);

@@ -60,8 +60,9 @@ std::string shard_index_path(const std::string& dir) {
   return dir + "/" + kShardIndexFile;
 }
 
-std::string shard_file_name(int rank) {
-  return "shard.rank" + std::to_string(rank) + ".safetensors";
+std::string shard_file_name(int rank, int tensor_rank, int tensor) {
+  const std::string part = tensor > 1 ? "tp" + std::to_string(tensor_rank) + "." : "";
+  return "shard." + part + "rank" + std::to_string(rank) + ".safetensors";
 }
 
 ShardIndex read_shard_index(const std::string& dir) {
@@ -80,6 +81,12 @@ ShardIndex read_shard_index(const std::string& dir) {
     r.fail("format_version", "is not one this build reads (1)");
   index.world_size = static_cast<int>(r.integer(j, "", "world_size", 1));
   index.zero_stage = static_cast<int>(r.integer(j, "", "zero_stage"));
+  if (j.contains("tensor_parallel")) {
+    const int64_t tensor = r.integer(j, "", "tensor_parallel", 1);
+    if (tensor > 4096)
+      r.fail("tensor_parallel", "must be at most 4096, got " + std::to_string(tensor));
+    index.tensor_parallel = static_cast<int>(tensor);
+  }
   index.dtype = r.string(j, "", "dtype");
   if (!parse_safetensors_dtype(index.dtype)) r.fail("dtype", "is not a safetensors dtype");
   const nlohmann::json& groups = r.array(j, "", "groups");
@@ -118,6 +125,12 @@ ShardIndex read_shard_index(const std::string& dir) {
         numel *= d.get<int64_t>();
       }
       if (tensor.offset + numel > group.numel) r.fail(tat + "offset", "runs past the group");
+      if (tensors[t].contains("split_dim")) {
+        const int64_t dim = r.integer(tensors[t], tat, "split_dim", -1);
+        if (dim > 1 || (dim >= 0 && static_cast<size_t>(dim) >= tensor.shape.size()))
+          r.fail(tat + "split_dim", "must be -1 or a dimension of its shape");
+        tensor.split_dim = static_cast<int>(dim);
+      }
       group.tensors.push_back(std::move(tensor));
     }
     index.groups.push_back(std::move(group));
@@ -137,23 +150,26 @@ ShardIndex read_shard_index(const std::string& dir) {
   // Every rank file the index implies, with its weights' part: a folder
   // missing one is refused here, before a resume writes anything.
   const SafetensorsDType dtype = *parse_safetensors_dtype(index.dtype);
-  for (int rank = 0; rank < index.world_size; ++rank) {
-    const std::string file = index.file(rank);
-    if (!fs::exists(file))
-      throw UsageError(file + ": missing: " + path + " says " + std::to_string(index.world_size) +
-                       " ranks wrote this checkpoint, each its own shard.rank<R>.safetensors");
-    const SafetensorsIndex tensors = SafetensorsIndex::open(file);
-    for (const ShardIndex::Group& group : index.groups) {
-      const GroupShard& range = group.ranges[static_cast<size_t>(rank)];
-      if (range.numel() == 0) continue;
-      const SafetensorsEntry& entry = tensors.at(group.name + ".params");
-      if (entry.dtype != dtype || entry.numel() != range.numel())
-        throw UsageError(file + ": " + entry.name + ": " +
-                         std::string(safetensors_name(entry.dtype)) + " x " +
-                         std::to_string(entry.numel()) + ", but " + path + " says " + index.dtype +
-                         " x " + std::to_string(range.numel()));
+  for (int part = 0; part < index.tensor_parallel; ++part)
+    for (int rank = 0; rank < index.world_size; ++rank) {
+      const std::string file = index.file(rank, part);
+      if (!fs::exists(file))
+        throw UsageError(file + ": missing: " + path + " says " +
+                         std::to_string(index.world_size * index.tensor_parallel) +
+                         " ranks wrote this checkpoint, each its own " +
+                         shard_file_name(rank, part, index.tensor_parallel));
+      const SafetensorsIndex tensors = SafetensorsIndex::open(file);
+      for (const ShardIndex::Group& group : index.groups) {
+        const GroupShard& range = group.ranges[static_cast<size_t>(rank)];
+        if (range.numel() == 0) continue;
+        const SafetensorsEntry& entry = tensors.at(group.name + ".params");
+        if (entry.dtype != dtype || entry.numel() != range.numel())
+          throw UsageError(file + ": " + entry.name + ": " +
+                           std::string(safetensors_name(entry.dtype)) + " x " +
+                           std::to_string(entry.numel()) + ", but " + path + " says " +
+                           index.dtype + " x " + std::to_string(range.numel()));
+      }
     }
-  }
   return index;
 }
 

@@ -13,7 +13,9 @@
 namespace headroom {
 
 inline constexpr const char* kShardIndexFile = "shard_index.json";
-std::string shard_file_name(int rank);  // "shard.rank<R>.safetensors"
+// "shard.rank<R>.safetensors"; under parallel.tensor = `tensor` > 1
+// "shard.tp<T>.rank<R>.safetensors", R counting the data-parallel ranks.
+std::string shard_file_name(int rank, int tensor_rank = 0, int tensor = 1);
 
 // The parsed shard_index.json.
 struct ShardIndex {
@@ -21,6 +23,9 @@ struct ShardIndex {
     std::string name;  // Hugging Face name
     std::vector<int64_t> shape;
     int64_t offset = 0;  // elements into the flat group
+    // Under tensor_parallel > 1: the dimension its parts are cut along (0
+    // rows, 1 columns), -1 replicated; `shape` and `offset` are a part's.
+    int split_dim = -1;
   };
   struct Group {
     std::string name;
@@ -33,13 +38,18 @@ struct ShardIndex {
     bool elementwise = true;
   };
   std::string dir;
-  int world_size = 1;
+  int world_size = 1;  // the data-parallel ranks (rank files per part)
+  // parallel.tensor of the run that wrote it: each of its parts has
+  // world_size rank files, the groups describing a part.
+  int tensor_parallel = 1;
   int zero_stage = 0;
   std::string dtype;  // safetensors name of the weights' dtype
   std::vector<Group> groups;
   std::vector<State> state;
 
-  std::string file(int rank) const { return dir + "/" + shard_file_name(rank); }
+  std::string file(int rank, int tensor_rank = 0) const {
+    return dir + "/" + shard_file_name(rank, tensor_rank, tensor_parallel);
+  }
 };
 
 // Reads and validates `dir`/shard_index.json, and that every rank file it

@@ -133,7 +133,9 @@ void save_shard(Backend& backend, Transformer& model, Zero& zero, AdamW& optimiz
       }
     }
   }
-  SafetensorsWriter writer(dir + "/" + shard_file_name(rank), {{"format", "headroom-sharded"}});
+  const TensorParallel& tp = model.options().tensor_parallel;
+  SafetensorsWriter writer(dir + "/" + shard_file_name(rank, tp.rank, tp.size),
+                           {{"format", "headroom-sharded"}});
   for (const Item& item : items)
     writer.declare(item.name, item.rows.dtype(), item.rows.shape());
   std::vector<char> host;
@@ -153,6 +155,8 @@ void save_shard_index(Transformer& model, Zero& zero, AdamW& optimizer, const st
   j["format_version"] = kShardIndexVersion;
   j["world_size"] = world_size;
   j["zero_stage"] = zero.stage();
+  const int parts = model.options().tensor_parallel.size;
+  if (parts > 1) j["tensor_parallel"] = parts;
   j["dtype"] = std::string(safetensors_name(to_safetensors(model.options().dtype)));
   nlohmann::ordered_json groups = nlohmann::ordered_json::array();
   for (size_t g = 0; g < model.num_base_groups(); ++g) {
@@ -166,10 +170,12 @@ void save_shard_index(Transformer& model, Zero& zero, AdamW& optimizer, const st
     }
     group["ranges"] = ranges;
     nlohmann::ordered_json tensors = nlohmann::ordered_json::array();
-    for (size_t i = 0; i < layouts[g].specs.size(); ++i)
+    for (size_t i = 0; i < layouts[g].specs.size(); ++i) {
       tensors.push_back({{"name", layouts[g].specs[i].name},
                          {"shape", layouts[g].specs[i].shape},
                          {"offset", layouts[g].offsets[i]}});
+      if (parts > 1) tensors.back()["split_dim"] = model.split_dim(g, i);
+    }
     group["tensors"] = tensors;
     groups.push_back(group);
   }
@@ -189,24 +195,124 @@ void save_shard_index(Transformer& model, Zero& zero, AdamW& optimizer, const st
                         hf_config_json(model.config(), model.options().dtype));
 }
 
+namespace {
+
+// A checkpoint's rank files, as a loader of any layout reads them: per
+// tensor-parallel part of the writer, its data-parallel rank files, each
+// holding ranges[r][g] of the part's flat group g (the parts' layouts are
+// equal, so the ranges are too).
+struct RankFiles {
+  int parts = 1;                                // parallel.tensor of the run that wrote it
+  int world = 1;                                // data-parallel rank files per part
+  bool sharded_optimizer = false;               // each old rank held its own optimizer shard
+  std::vector<std::vector<std::string>> files;  // [part][r]
+  std::vector<std::vector<GroupShard>> ranges;  // [r][g]
+  std::vector<std::vector<std::unique_ptr<SafetensorsIndex>>> opened;
+
+  const SafetensorsIndex& at(int part, int r) {
+    auto& file = opened[static_cast<size_t>(part)][static_cast<size_t>(r)];
+    if (!file)
+      file = std::make_unique<SafetensorsIndex>(
+          SafetensorsIndex::open(files[static_cast<size_t>(part)][static_cast<size_t>(r)]));
+    return *file;
+  }
+
+  // Values [begin, end) of tensor `name` (one per element of part `part`'s
+  // flat group g, `element` bytes each) from the files holding them, into
+  // `out`; `check` sees each entry before it is read.
+  template <typename Check>
+  void read(int part, size_t g, const std::string& name, int64_t begin, int64_t end, size_t element,
+            char* out, const Check& check) {
+    GroupShard want;
+    want.begin = begin;
+    want.end = end;
+    for (int r = 0; r < world; ++r) {
+      const GroupShard& held = ranges[static_cast<size_t>(r)][g];
+      const auto [from, to] = overlap(held, want);
+      if (from >= to) continue;
+      const SafetensorsEntry& entry = at(part, r).at(name);
+      check(entry, held);
+      at(part, r).read_range(entry, static_cast<uint64_t>(from - held.begin) * element,
+                             static_cast<uint64_t>(to - from) * element,
+                             out + static_cast<size_t>(from - begin) * element);
+    }
+  }
+};
+
+RankFiles sharded_rank_files(const ShardIndex& index) {
+  RankFiles files;
+  files.parts = index.tensor_parallel;
+  files.world = index.world_size;
+  files.sharded_optimizer = index.zero_stage >= 1 && index.world_size > 1;
+  for (int t = 0; t < index.tensor_parallel; ++t) {
+    files.files.emplace_back();
+    for (int r = 0; r < index.world_size; ++r)
+      files.files.back().push_back(index.file(r, t));
+  }
+  for (int r = 0; r < index.world_size; ++r) {
+    std::vector<GroupShard> of_file;
+    for (const ShardIndex::Group& group : index.groups)
+      of_file.push_back(group.ranges[static_cast<size_t>(r)]);
+    files.ranges.push_back(std::move(of_file));
+  }
+  return files;
+}
+
+// The old parts' layouts: this run's when the size is the same, else each
+// group's split into the writer's parts.
+std::vector<GroupLayout> layouts_of_parts(const std::vector<GroupLayout>& layouts,
+                                          const TensorParallelPart& mine, int parts) {
+  if (parts == mine.size) return layouts;
+  HR_CHECK(mine.groups.size() == layouts.size(),
+           "reading another parallel.tensor's checkpoint needs every group's split");
+  std::vector<GroupLayout> old;
+  for (const SplitGroup& group : mine.groups)
+    old.push_back(group.part_layout(parts));
+  return old;
+}
+
+void open_all(RankFiles& files) {
+  for (const auto& part : files.files) {
+    for (const std::string& file : part)
+      if (!fs::exists(file))
+        throw UsageError(file + ": missing: the checkpoint was written by " +
+                         std::to_string(files.parts * files.world) + " rank file(s)");
+    files.opened.emplace_back(part.size());
+  }
+}
+
+}  // namespace
+
 void load_sharded_weights(Backend& backend, Transformer& model, const ShardIndex& index) {
   const bool meta = backend.kind() == BackendKind::kMeta;
-  std::vector<std::unique_ptr<SafetensorsIndex>> files(static_cast<size_t>(index.world_size));
+  RankFiles files = sharded_rank_files(index);
+  open_all(files);
+  const TensorParallel& tp = model.options().tensor_parallel;
+  auto check = [](const SafetensorsEntry&, const GroupShard&) {};
   std::vector<char> host;
+  std::vector<std::vector<char>> parts;
   for (size_t g = 0; g < model.num_base_groups(); ++g) {
     model.begin_params_write(g);
     if (!meta) {
       Tensor& flat = model.params()[g].flat;
       const size_t element = size_of(flat.dtype());
+      const std::string name = index.groups[g].name + ".params";
       host.assign(flat.nbytes(), 0);
-      const ShardIndex::Group& group = index.groups[g];
-      for (int r = 0; r < index.world_size; ++r) {
-        const GroupShard& range = group.ranges[static_cast<size_t>(r)];
-        if (range.numel() == 0) continue;
-        auto& file = files[static_cast<size_t>(r)];
-        if (!file) file = std::make_unique<SafetensorsIndex>(SafetensorsIndex::open(index.file(r)));
-        const SafetensorsEntry& entry = file->at(group.name + ".params");
-        file->read_raw(entry, host.data() + static_cast<size_t>(range.begin) * element);
+      if (index.tensor_parallel == tp.size) {
+        files.read(tp.rank, g, name, 0, flat.numel(), element, host.data(), check);
+      } else {
+        // Each old part whole, then this rank's part cut from them.
+        const SplitGroup split = model.split_group(g);
+        parts.assign(static_cast<size_t>(index.tensor_parallel), {});
+        std::vector<const char*> from;
+        for (int t = 0; t < index.tensor_parallel; ++t) {
+          auto& part = parts[static_cast<size_t>(t)];
+          part.assign(static_cast<size_t>(index.groups[g].numel) * element, 0);
+          files.read(t, g, name, 0, index.groups[g].numel, element, part.data(), check);
+          from.push_back(part.data());
+        }
+        copy_from_parts(split, index.tensor_parallel, from, tp.rank, tp.size, 0, flat.numel(),
+                        element, host.data());
       }
       backend.copy_from_host(host.data(), flat);
     }
@@ -216,48 +322,34 @@ void load_sharded_weights(Backend& backend, Transformer& model, const ShardIndex
 
 void load_optimizer_resharded(AdamW& optimizer, const std::vector<GroupLayout>& layouts,
                               const std::string& dir, const TrainState& state, int rank,
-                              int world_size, bool sharded_optimizer, int tensor_rank) {
-  // The old files and, per file and group, the elements they cover.
-  std::vector<std::string> files;
-  std::vector<std::vector<GroupShard>> ranges;  // [file][group]
-  int old_world = 1;
-  bool old_sharded_optimizer = false;  // each old rank held its own optimizer shard
+                              int world_size, bool sharded_optimizer,
+                              const TensorParallelPart& mine_tp) {
+  RankFiles files;
   if (state.sharded_format) {
-    const ShardIndex index = read_shard_index(dir);
-    old_world = index.world_size;
-    old_sharded_optimizer = index.zero_stage >= 1 && index.world_size > 1;
-    for (int r = 0; r < index.world_size; ++r) {
-      files.push_back(index.file(r));
-      std::vector<GroupShard> of_file;
-      for (const ShardIndex::Group& group : index.groups)
-        of_file.push_back(group.ranges[static_cast<size_t>(r)]);
-      ranges.push_back(std::move(of_file));
-    }
+    files = sharded_rank_files(read_shard_index(dir));
   } else {
-    const int64_t shards = state.optimizer_shards;
-    old_world = static_cast<int>(shards);
-    old_sharded_optimizer = shards > 1;
-    for (int r = 0; r < shards; ++r) {
-      // parallel.tensor: this part's files (the sizes match: check_resume).
-      files.push_back(optimizer_file(dir, r, shards, tensor_rank, state.tensor_parallel));
+    files.parts = static_cast<int>(state.tensor_parallel);
+    files.world = static_cast<int>(state.optimizer_shards);
+    files.sharded_optimizer = files.world > 1;
+    for (int t = 0; t < files.parts; ++t) {
+      files.files.emplace_back();
+      for (int r = 0; r < files.world; ++r)
+        files.files.back().push_back(optimizer_file(dir, r, files.world, t, files.parts));
+    }
+    const std::vector<GroupLayout> old = layouts_of_parts(layouts, mine_tp, files.parts);
+    for (int r = 0; r < files.world; ++r) {
       std::vector<GroupShard> of_file;
-      for (const GroupLayout& layout : layouts)
-        of_file.push_back(GroupShard::of(layout.numel, r, static_cast<int>(shards)));
-      ranges.push_back(std::move(of_file));
+      for (const GroupLayout& layout : old)
+        of_file.push_back(GroupShard::of(layout.numel, r, files.world));
+      files.ranges.push_back(std::move(of_file));
     }
   }
-  for (const std::string& file : files)
-    if (!fs::exists(file))
-      throw UsageError(file + ": missing: the checkpoint's optimizer state was written by " +
-                       std::to_string(files.size()) + " rank file(s)");
-  std::vector<std::unique_ptr<SafetensorsIndex>> opened(files.size());
-  auto file_at = [&](size_t f) -> const SafetensorsIndex& {
-    if (!opened[f])
-      opened[f] = std::make_unique<SafetensorsIndex>(SafetensorsIndex::open(files[f]));
-    return *opened[f];
-  };
+  open_all(files);
+  const bool same_parts = files.parts == mine_tp.size;
+  const std::vector<GroupLayout> old_layouts = layouts_of_parts(layouts, mine_tp, files.parts);
   Backend& states = optimizer.state_backend();
   std::vector<char> host;
+  std::vector<std::vector<char>> parts;
   for (const auto& [name, tensor] : optimizer.state()) {
     const size_t g = group_of(layouts, name);
     const GroupShard& mine = optimizer.shard(g);
@@ -271,40 +363,50 @@ void load_optimizer_resharded(AdamW& optimizer, const std::vector<GroupLayout>& 
             ", this run's optimizer keeps it in " + std::string(safetensors_name(want)) +
             " (another model.dtype or optimizer setting?)");
     };
-    if (elementwise(*tensor, mine)) {
-      for (size_t f = 0; f < files.size(); ++f) {
-        const GroupShard& held = ranges[f][g];
-        const auto [begin, end] = overlap(held, mine);
-        if (begin >= end) continue;
-        const SafetensorsEntry& entry = file_at(f).at(name);
-        check_dtype(entry);
-        if (entry.numel() != held.numel())
-          throw UsageError(entry.file + ": " + name + ": " + std::to_string(entry.numel()) +
-                           " values, not one per parameter of its shard (" +
-                           std::to_string(held.numel()) +
-                           "): it cannot be resharded; resume with the world size (" +
-                           std::to_string(old_world) + ") and zero.stage that wrote it");
-        file_at(f).read_range(entry, static_cast<uint64_t>(begin - held.begin) * element,
-                              static_cast<uint64_t>(end - begin) * element,
-                              host.data() + static_cast<size_t>(begin - mine.begin) * element);
+    auto check = [&](const SafetensorsEntry& entry, const GroupShard& held) {
+      check_dtype(entry);
+      if (entry.numel() != held.numel())
+        throw UsageError(
+            entry.file + ": " + name + ": " + std::to_string(entry.numel()) +
+            " values, not one per parameter of its shard (" + std::to_string(held.numel()) +
+            "): it cannot be resharded; resume with the world size (" +
+            std::to_string(files.parts * files.world) + ") and zero.stage that wrote it");
+    };
+    if (elementwise(*tensor, mine) && same_parts) {
+      files.read(mine_tp.rank, g, name, mine.begin, mine.end, element, host.data(), check);
+    } else if (elementwise(*tensor, mine)) {
+      // Every old part's values whole (one state of one group in host
+      // memory), then this rank's shard of its part cut from them.
+      const int64_t old_numel = old_layouts[g].numel;
+      parts.assign(static_cast<size_t>(files.parts), {});
+      std::vector<const char*> from;
+      for (int t = 0; t < files.parts; ++t) {
+        auto& part = parts[static_cast<size_t>(t)];
+        part.assign(static_cast<size_t>(old_numel) * element, 0);
+        files.read(t, g, name, 0, old_numel, element, part.data(), check);
+        from.push_back(part.data());
       }
+      copy_from_parts(mine_tp.groups[g], files.parts, from, mine_tp.rank, mine_tp.size, mine.begin,
+                      mine.end, element, host.data());
     } else {
       // Kept as the rank held it: only the same sharding has it (or, with
       // replicated states on both sides, any rank's copy).
-      const bool same = old_sharded_optimizer == sharded_optimizer &&
-                        (!sharded_optimizer || old_world == world_size);
+      const bool same = same_parts && files.sharded_optimizer == sharded_optimizer &&
+                        (!sharded_optimizer || files.world == world_size);
+      const std::string& first = files.files.front().front();
       if (!same)
-        throw UsageError(files.front() + ": " + name +
+        throw UsageError(first + ": " + name +
                          " is not one value per parameter, so it cannot be resharded: resume "
                          "with the world size (" +
-                         std::to_string(old_world) + ") and zero.stage that wrote it");
-      const size_t f = sharded_optimizer ? static_cast<size_t>(rank) : 0;
-      const SafetensorsEntry& entry = file_at(f).at(name);
+                         std::to_string(files.parts * files.world) +
+                         "), parallel.tensor and zero.stage that wrote it");
+      const int r = sharded_optimizer ? rank : 0;
+      const SafetensorsEntry& entry = files.at(mine_tp.rank, r).at(name);
       check_dtype(entry);
       if (entry.shape != tensor->shape())
         throw UsageError(entry.file + ": " + name + ": shape " + shape_to_string(entry.shape) +
                          ", expected " + shape_to_string(tensor->shape()));
-      file_at(f).read_raw(entry, host.data());
+      files.at(mine_tp.rank, r).read_raw(entry, host.data());
     }
     if (states.kind() != BackendKind::kMeta) states.copy_from_host(host.data(), *tensor);
   }
@@ -329,42 +431,64 @@ uint64_t export_sharded(const std::string& dir, const std::string& out, bool ove
   const std::string target = out + "/model.safetensors";
   if (fs::exists(target) && !overwrite)
     throw UsageError(target + ": exists; pass --overwrite to replace it");
-  std::vector<SafetensorsIndex> files;
-  for (int r = 0; r < index.world_size; ++r)
-    files.push_back(SafetensorsIndex::open(index.file(r)));
+  RankFiles files = sharded_rank_files(index);
+  open_all(files);
+  const int parts = index.tensor_parallel;
   const SafetensorsDType dtype = *parse_safetensors_dtype(index.dtype);
   const uint64_t element = safetensors_size(dtype);
+  auto whole_shape = [&](const ShardIndex::Tensor& tensor) {
+    std::vector<int64_t> shape = tensor.shape;
+    if (parts > 1 && tensor.split_dim >= 0) shape[static_cast<size_t>(tensor.split_dim)] *= parts;
+    return shape;
+  };
   // What save_weights writes for a consolidated checkpoint: the same
   // metadata, the same tensors in the same order, so the same bytes.
   SafetensorsWriter writer(target, {{"format", "pt"}, {"created_by", "headroom"}});
   for (const ShardIndex::Group& group : index.groups)
     for (const ShardIndex::Tensor& tensor : group.tensors)
-      writer.declare(tensor.name, dtype, tensor.shape);
+      writer.declare(tensor.name, dtype, whole_shape(tensor));
+  auto no_check = [](const SafetensorsEntry&, const GroupShard&) {};
   std::vector<char> buffer;
   uint64_t bytes = 0;
-  for (const ShardIndex::Group& group : index.groups) {
+  auto write = [&](const std::string& name, const char* data, size_t size) {
+    writer.write_part(name, data, size);
+    bytes += size;
+  };
+  for (size_t g = 0; g < index.groups.size(); ++g) {
+    const ShardIndex::Group& group = index.groups[g];
+    const std::string params = group.name + ".params";
     for (const ShardIndex::Tensor& tensor : group.tensors) {
-      GroupShard span;
-      span.begin = tensor.offset;
-      span.end = tensor.offset + numel_of(tensor.shape);
-      for (int r = 0; r < index.world_size; ++r) {
-        const GroupShard& held = group.ranges[static_cast<size_t>(r)];
-        const auto [begin, end] = overlap(held, span);
-        if (begin >= end) continue;
-        const SafetensorsEntry& entry = files[static_cast<size_t>(r)].at(group.name + ".params");
-        // In pieces of at most 64 MiB: never a whole tensor in memory.
-        for (int64_t at = begin; at < end;) {
+      const int64_t numel = numel_of(tensor.shape);  // a part's
+      if (parts > 1 && tensor.split_dim == 1) {
+        // A column split: each whole row is every part's row in turn.
+        std::vector<std::vector<char>> held(static_cast<size_t>(parts));
+        for (int t = 0; t < parts; ++t) {
+          held[static_cast<size_t>(t)].resize(static_cast<size_t>(numel) * element);
+          files.read(t, g, params, tensor.offset, tensor.offset + numel, element,
+                     held[static_cast<size_t>(t)].data(), no_check);
+        }
+        const int64_t cols = numel / tensor.shape[0];
+        const size_t row = static_cast<size_t>(cols) * element;
+        for (int64_t r = 0; r < tensor.shape[0]; ++r)
+          for (int t = 0; t < parts; ++t)
+            write(tensor.name, held[static_cast<size_t>(t)].data() + static_cast<size_t>(r) * row,
+                  row);
+        continue;
+      }
+      // Whole, a row split's parts one after another, or a replicated
+      // tensor from part 0; in pieces of at most 64 MiB, never a whole
+      // tensor in memory.
+      const int from_parts = parts > 1 && tensor.split_dim == 0 ? parts : 1;
+      for (int t = 0; t < from_parts; ++t)
+        for (int64_t at = 0; at < numel;) {
           const int64_t count =
-              std::min<int64_t>(end - at, (int64_t{64} << 20) / static_cast<int64_t>(element));
+              std::min<int64_t>(numel - at, (int64_t{64} << 20) / static_cast<int64_t>(element));
           buffer.resize(static_cast<size_t>(count) * element);
-          files[static_cast<size_t>(r)].read_range(entry,
-                                                   static_cast<uint64_t>(at - held.begin) * element,
-                                                   buffer.size(), buffer.data());
-          writer.write_part(tensor.name, buffer.data(), buffer.size());
-          bytes += buffer.size();
+          files.read(t, g, params, tensor.offset + at, tensor.offset + at + count, element,
+                     buffer.data(), no_check);
+          write(tensor.name, buffer.data(), buffer.size());
           at += count;
         }
-      }
     }
   }
   writer.finish();

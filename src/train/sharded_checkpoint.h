@@ -22,6 +22,14 @@
 //                              A rank whose range is empty has no tensor of
 //                              the group.
 //   config.json                the Hugging Face config (export copies it)
+//
+// Under parallel.tensor = T > 1 each tensor-parallel part is such a set of
+// data-parallel rank files, shard.tp<t>.rank<R>.safetensors, R < world_size
+// (the data-parallel ranks); the index adds "tensor_parallel": T and per
+// tensor "split_dim" (0 rows, 1 columns, -1 replicated), its "shape" and
+// "offset" being a part's (every part has the same layout). Export
+// reassembles the whole tensors; a resume under another T cuts its part
+// from the old parts' whole groups.
 //   run_config.toml, trainer_state.json ("format": "sharded"), written by
 //                              the lead last, once every rank's file is in
 //                              place: the marker of a complete folder.
@@ -62,8 +70,9 @@ void check_sharded_checkpoint(const ShardIndex& index, const std::vector<GroupLa
 // The lead, before any rank writes: makes `dir` and removes a
 // trainer_state.json in it (a folder being rewritten is not complete).
 void prepare_sharded_folder(const std::string& dir);
-// Every rank: writes shard.rank<rank>.safetensors into `dir` (temporary +
-// rename). No collective.
+// Every rank: writes shard[.tp<T>].rank<rank>.safetensors into `dir`
+// (temporary + rename; `rank` of `world_size` data-parallel ranks, T this
+// rank's tensor-parallel part). No collective.
 void save_shard(Backend& backend, Transformer& model, Zero& zero, AdamW& optimizer,
                 const std::string& dir, int rank, int world_size);
 // The lead: shard_index.json and config.json.
@@ -71,8 +80,10 @@ void save_shard_index(Transformer& model, Zero& zero, AdamW& optimizer, const st
                       int world_size);
 
 // Loads the base weights of `model` from a sharded checkpoint (any world
-// size): each group assembled from the rank files, then written as
-// load_weights does (under ZeRO-3 each rank keeps its shard).
+// size, any parallel.tensor): each group of this rank's part assembled from
+// the rank files (from every old part's whole group when the tensor-parallel
+// size differs), then written as load_weights does (under ZeRO-3 each rank
+// keeps its shard).
 void load_sharded_weights(Backend& backend, Transformer& model, const ShardIndex& index);
 
 // Fills `optimizer`'s state (this rank's shards under the current sharding)
@@ -81,10 +92,11 @@ void load_sharded_weights(Backend& backend, Transformer& model, const ShardIndex
 // whether this run's ranks each hold a shard of the states (ZeRO >= 1 on
 // several ranks). A missing tensor or file, another dtype, or a
 // non-elementwise tensor under another sharding is a UsageError naming the
-// file and the tensor.
+// file and the tensor. `part`: as load_train_state's.
 void load_optimizer_resharded(AdamW& optimizer, const std::vector<GroupLayout>& layouts,
                               const std::string& dir, const TrainState& state, int rank,
-                              int world_size, bool sharded_optimizer, int tensor_rank = 0);
+                              int world_size, bool sharded_optimizer,
+                              const TensorParallelPart& part = {});
 
 // `headroom export --checkpoint DIR --out OUT`: the Hugging Face
 // model.safetensors (byte for byte what a consolidated checkpoint of the

@@ -8,8 +8,6 @@
 
 namespace headroom {
 
-namespace {}  // namespace
-
 std::string optimizer_file(const std::string& dir, int rank, int64_t shards, int tensor_rank,
                            int64_t tensor) {
   std::string name = dir + "/optimizer";
@@ -46,10 +44,10 @@ void save_train_state(AdamW& optimizer, const TrainState& state, const std::stri
 
 TrainState load_train_state(AdamW& optimizer, const std::vector<GroupLayout>& layouts,
                             const std::string& dir, int rank, int world_size,
-                            bool sharded_optimizer, int tensor_rank) {
+                            bool sharded_optimizer, const TensorParallelPart& part) {
   const TrainState state = read_train_state(dir);
   load_optimizer_resharded(optimizer, layouts, dir, state, rank, world_size, sharded_optimizer,
-                           tensor_rank);
+                           part);
   return state;
 }
 

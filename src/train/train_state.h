@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/tensor_parallel.h"
 #include "train/optimizer.h"
 #include "train/trainer_state.h"
 
@@ -58,6 +59,16 @@ std::string optimizer_file(const std::string& dir, int rank, int64_t shards, int
 // Both, for a single rank.
 void save_train_state(AdamW& optimizer, const TrainState& state, const std::string& dir);
 
+// This rank's part of the tensor-parallel group and how the model's groups
+// split (Transformer::split_group of each, in layout order): what reading a
+// checkpoint of another parallel.tensor needs. The default, size 1 with no
+// groups, reads only a checkpoint without tensor parallelism.
+struct TensorParallelPart {
+  int rank = 0;
+  int size = 1;
+  std::vector<SplitGroup> groups;
+};
+
 // Reads the state back, filling `optimizer`'s tensors with this rank's part
 // under the current sharding (`world_size` ranks; `sharded_optimizer`: ZeRO
 // >= 1 on several), from a checkpoint of either format written by any world
@@ -65,10 +76,12 @@ void save_train_state(AdamW& optimizer, const TrainState& state, const std::stri
 // another dtype (a different model or optimizer), is a UsageError naming
 // the file and the tensor.
 // Under parallel.tensor, `rank` and `world_size` count the data-parallel
-// ranks and `tensor_rank` names this rank's part: the checkpoint must have
-// the same tensor-parallel size (check_resume refuses another).
+// ranks and `part` names this rank's part; a checkpoint of another
+// tensor-parallel size is resharded too (each old part's values of a state
+// read whole, one group at a time, and this rank's part cut from them), but
+// for a state that is not one value per parameter (8-bit moments' scales).
 TrainState load_train_state(AdamW& optimizer, const std::vector<GroupLayout>& layouts,
                             const std::string& dir, int rank = 0, int world_size = 1,
-                            bool sharded_optimizer = false, int tensor_rank = 0);
+                            bool sharded_optimizer = false, const TensorParallelPart& part = {});
 
 }  // namespace headroom
