@@ -16,6 +16,15 @@ namespace headroom {
 
 namespace {
 
+// A byte figure carried as a double (a chart's values, its scaled axis),
+// clamped into uint64_t's range first: a trace's largest counts round up to
+// 2^64 as doubles, and casting that (or a negative) back is undefined.
+std::string format_byte_figure(double bytes) {
+  if (!(bytes > 0)) return format_bytes(0);
+  if (bytes >= 0x1p64) return format_bytes(UINT64_MAX);
+  return format_bytes(static_cast<uint64_t>(bytes));
+}
+
 const char* category_color(Category c) {
   static const char* kColors[kNumCategories] = {"#4e79a7", "#f28e2b", "#e15759",
                                                 "#76b7b2", "#59a14f", "#edc948",
@@ -140,7 +149,7 @@ std::string memory_chart(const TraceReport& r, uint64_t seq0, uint64_t seq1,
     s += "<line class=\"grid\" x1=\"" + num(kLeft) + "\" x2=\"" + num(kLeft + kW) + "\" y1=\"" +
          num(Y(bytes)) + "\" y2=\"" + num(Y(bytes)) + "\"/><text class=\"axis\" x=\"" +
          num(kLeft - 4) + "\" y=\"" + num(Y(bytes) + 4) + "\" text-anchor=\"end\">" +
-         esc(format_bytes(static_cast<uint64_t>(bytes))) + "</text>\n";
+         esc(format_byte_figure(bytes)) + "</text>\n";
   }
   // Stacked categories: each a closed path, top edge left to right, then the
   // bottom edge (the categories below) back.
@@ -272,9 +281,7 @@ std::string step_chart(const std::string& title, const std::vector<StepRecord>& 
   }
   std::string label = [&] {
     if (!std::isfinite(lo)) return std::string("no values");
-    if (bytes)
-      return format_bytes(static_cast<uint64_t>(lo)) + " .. " +
-             format_bytes(static_cast<uint64_t>(hi));
+    if (bytes) return format_byte_figure(lo) + " .. " + format_byte_figure(hi);
     return g6(lo) + " .. " + g6(hi);
   }();
   std::string s = "<figure class=\"small\"><svg width=\"" + num(kW + 16, 0) + "\" height=\"" +

@@ -318,6 +318,27 @@ TEST_F(RunReportTest, Html) {
   EXPECT_LT(html.size(), 1u << 20);
 }
 
+// A byte count at the top of uint64_t's range becomes 2^64 as a chart's
+// double; its label is clamped back, not cast out of range (found by the
+// trace fuzz target: regressions/trace/chart_bytes_past_uint64).
+TEST(RunReport, AStepPeakOfTheLargestByteCountChartsAsIt) {
+  TempDir dir;
+  const std::string path = dir.file("trace.rank0.h5");
+  {
+    TraceWriter writer(path, testing::sample_header(), true);
+    for (int s = 0; s < 2; ++s) {
+      StepRecord step = testing::make_step(s);
+      step.peak_allocated = step.peak_reserved = UINT64_MAX;
+      writer.append_step(step, {});
+    }
+    writer.flush(kTags);
+    writer.close();
+  }
+  const std::string html = render_html(build_run_report(path));
+  const std::string most = format_bytes(UINT64_MAX);
+  EXPECT_NE(html.find(most + " .. " + most), std::string::npos) << most;
+}
+
 TEST(RunReport, OomTrace) {
   TempDir dir;
   Stream s = known_stream();
