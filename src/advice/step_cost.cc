@@ -140,6 +140,11 @@ StepCost step_cost(const ExperimentConfig& c, const ModelConfig& m, int world_si
     const double tensor_ring = 2 * (N - 1) / N;
     const double all_reduces = 4 * L + 2 * recomputed_blocks;
     cost.comm_bytes += all_reduces * tensor_ring * T * C * bytes;
+    // parallel.sequence moves the same bytes as all-gather + reduce-scatter,
+    // and each sublayer's backward gathers its kept normed rows once more for
+    // the weights' gradients (none with a frozen base: LoRA keeps no h).
+    if (c.parallel.sequence && !c.lora.enabled)
+      cost.comm_bytes += 2 * L * (N - 1) / N * T * C * bytes;
   }
   if (c.zero.offload_optimizer) {
     const double shard = n > 1 && c.zero.stage >= 1 ? trained / n : trained;

@@ -24,7 +24,8 @@ std::string tag(int64_t l, const char* what) {
 // rebuilds the rest at the start of its backward.
 struct Transformer::BlockSaved {
   Tensor x;                   // (T, C)      block input
-  Tensor h;                   // (T, C)      input_layernorm output
+  Tensor h;                   // (T, C)      input_layernorm output; under parallel.sequence
+                              //             this rank's (R, C) rows, gathered again in backward
   Tensor rstd1;               // (T)
   Tensor q_pre, k_pre;        // (T, H*D), (T, KV*D) before q/k norm (Qwen3 only)
   Tensor rstd_q, rstd_k;      // (T*H), (T*KV)
@@ -33,7 +34,7 @@ struct Transformer::BlockSaved {
   Tensor lse;                 // (H, T)      logsumexp; the (T, T) scores are never stored
   DenseAttentionSaved dense;  // attention.backend = "dense_additive" instead of q, k, v, lse
   Tensor x2;                  // (T, C)      after the attention residual
-  Tensor h2;                  // (T, C)      post_attention_layernorm output
+  Tensor h2;                  // (T, C)      post_attention_layernorm output (as h)
   Tensor rstd2;               // (T)
   Tensor gate, up;            // (T, F)
   Tensor act;                 // (T, F)      silu(gate) * up
@@ -327,7 +328,10 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
   const float theta = static_cast<float>(config_.rope_theta);
 
   // parallel.sequence: x, the residuals and the norms hold this rank's R
-  // rows of T; the normed inputs of the projections are gathered whole.
+  // rows of T; the normed inputs of the projections are gathered whole for
+  // them and only their rows are kept, gathered again in backward for the
+  // weights' gradients (Korthikanti et al. 2022: one all-gather more per
+  // sublayer saves (T - R) x C of each).
   const bool sp = options_.tensor_parallel.sequence;
   const int64_t R = x.size(0);
   BlockSaved s;
@@ -336,18 +340,18 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
                 tag(l, sp ? "attn_norm.out.rows" : "attn_norm.out"));
   s.rstd1 = b.empty({R}, DType::kF32, Category::kActivation, tag(l, "attn_norm.rstd"));
   b.rmsnorm_forward(x, block_param(l, kAttnNorm), eps, s.h, s.rstd1);
-  s.h = whole_sequence(s.h, T, Category::kActivation, tag(l, "attn_norm.out"));
 
-  s.q = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.q"));
-  s.k = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.k"));
-  s.v = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.v"));
   {
+    const Tensor h = whole_sequence(s.h, T, Category::kActivation, tag(l, "attn_norm.out"));
+    s.q = b.empty({T, H * D}, dt, Category::kActivation, tag(l, "attn.q"));
+    s.k = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.k"));
+    s.v = b.empty({T, KV * D}, dt, Category::kActivation, tag(l, "attn.v"));
     // q, k and v read one h: widened once where gemms widen (a copy of h
     // that lives no longer than these three; Backend::share_gemm_operand).
-    const SharedGemmOperand shared_h = b.share_gemm_operand(s.h);
-    project_forward(b, projection(l, kLoraQ, false), s.h, s.q, s.lora[kLoraQ]);  // (T, HD)
-    project_forward(b, projection(l, kLoraK, false), s.h, s.k, s.lora[kLoraK]);  // (T, KVD)
-    project_forward(b, projection(l, kLoraV, false), s.h, s.v, s.lora[kLoraV]);
+    const SharedGemmOperand shared_h = b.share_gemm_operand(h);
+    project_forward(b, projection(l, kLoraQ, false), h, s.q, s.lora[kLoraQ]);  // (T, HD)
+    project_forward(b, projection(l, kLoraK, false), h, s.k, s.lora[kLoraK]);  // (T, KVD)
+    project_forward(b, projection(l, kLoraV, false), h, s.v, s.lora[kLoraV]);
   }
   if (config_.qk_norm) {
     // Per-head RMSNorm over D: (T, H*D) viewed as (T*H, D).
@@ -390,13 +394,13 @@ Transformer::BlockSaved Transformer::block_forward(int64_t l, const Tensor& x, c
       b.empty({R, C}, dt, Category::kActivation, tag(l, sp ? "mlp_norm.out.rows" : "mlp_norm.out"));
   s.rstd2 = b.empty({R}, DType::kF32, Category::kActivation, tag(l, "mlp_norm.rstd"));
   b.rmsnorm_forward(s.x2, block_param(l, kMlpNorm), eps, s.h2, s.rstd2);
-  s.h2 = whole_sequence(s.h2, T, Category::kActivation, tag(l, "mlp_norm.out"));
   s.gate = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.gate"));
   s.up = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.up"));
   {
-    const SharedGemmOperand shared_h2 = b.share_gemm_operand(s.h2);  // as h above
-    project_forward(b, projection(l, kLoraGate, false), s.h2, s.gate, s.lora[kLoraGate]);  // (T, F)
-    project_forward(b, projection(l, kLoraUp, false), s.h2, s.up, s.lora[kLoraUp]);
+    const Tensor h2 = whole_sequence(s.h2, T, Category::kActivation, tag(l, "mlp_norm.out"));
+    const SharedGemmOperand shared_h2 = b.share_gemm_operand(h2);  // as h above
+    project_forward(b, projection(l, kLoraGate, false), h2, s.gate, s.lora[kLoraGate]);  // (T, F)
+    project_forward(b, projection(l, kLoraUp, false), h2, s.up, s.lora[kLoraUp]);
   }
   s.act = b.empty({T, F}, dt, Category::kActivation, tag(l, "mlp.act"));
   b.swiglu_forward(s.gate, s.up, s.act);
@@ -452,8 +456,9 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
   Tensor d_h2 = b.empty({T, C}, dt, Category::kActivation, tag(l, "mlp_norm.out.grad"));
   {
     Projection gate = projection(l, kLoraGate, true), up = projection(l, kLoraUp, true);
-    project_backward_of(kLoraGate, gate, d_gate, s.h2, d_h2, 0.0f, s.lora[kLoraGate]);  // (T, C)
-    project_backward_of(kLoraUp, up, d_up, s.h2, d_h2, 1.0f, s.lora[kLoraUp]);
+    const Tensor h2 = whole_sequence_if_kept(s.h2, T, tag(l, "mlp_norm.out"));
+    project_backward_of(kLoraGate, gate, d_gate, h2, d_h2, 0.0f, s.lora[kLoraGate]);  // (T, C)
+    project_backward_of(kLoraUp, up, d_up, h2, d_h2, 1.0f, s.lora[kLoraUp]);
   }
   // Column-parallel: partial (this rank's rows of the sum, under sequence
   // parallelism).
@@ -508,9 +513,10 @@ Tensor Transformer::block_backward(int64_t l, BlockSaved& s, const Tensor& dy, c
   {
     Projection q = projection(l, kLoraQ, true), k = projection(l, kLoraK, true),
                v = projection(l, kLoraV, true);
-    project_backward_of(kLoraQ, q, dq, s.h, d_h, 0.0f, s.lora[kLoraQ]);  // (T, C)
-    project_backward_of(kLoraK, k, dk, s.h, d_h, 1.0f, s.lora[kLoraK]);
-    project_backward_of(kLoraV, v, dv, s.h, d_h, 1.0f, s.lora[kLoraV]);
+    const Tensor h = whole_sequence_if_kept(s.h, T, tag(l, "attn_norm.out"));
+    project_backward_of(kLoraQ, q, dq, h, d_h, 0.0f, s.lora[kLoraQ]);  // (T, C)
+    project_backward_of(kLoraK, k, dk, h, d_h, 1.0f, s.lora[kLoraK]);
+    project_backward_of(kLoraV, v, dv, h, d_h, 1.0f, s.lora[kLoraV]);
   }
   d_h = sum_rows_over_tensor_group(d_h, Category::kActivation, tag(l, "attn_norm.out.grad"));
   dq = Tensor(), dk = Tensor(), dv = Tensor(), s.h = Tensor(), s.v = Tensor();
@@ -646,6 +652,11 @@ Tensor Transformer::whole_sequence(const Tensor& rows, int64_t tokens, Category 
                                    const std::string& what) {
   if (!options_.tensor_parallel.sequence) return rows;
   return gather_sequence(rows, tokens, category, what);
+}
+
+Tensor Transformer::whole_sequence_if_kept(const Tensor& rows, int64_t tokens,
+                                           const std::string& what) {
+  return rows.defined() ? whole_sequence(rows, tokens, Category::kActivation, what) : Tensor();
 }
 
 void Transformer::sum_over_tensor_group(Tensor& partial, const std::string& what) {

@@ -194,6 +194,9 @@ class Transformer {
   // parallelism, `rows` itself otherwise.
   Tensor whole_sequence(const Tensor& rows, int64_t tokens, Category category,
                         const std::string& tag);
+  // whole_sequence of a saved normed input for the weights' gradients
+  // (activations); undefined when it was not kept (a frozen base).
+  Tensor whole_sequence_if_kept(const Tensor& rows, int64_t tokens, const std::string& tag);
   // project_backward of projection t; under parallel.tensor its adapter's
   // replicated half's gradient summed over the group.
   void project_backward_of(LoraTarget t, Projection& p, const Tensor& dy, const Tensor& x,
