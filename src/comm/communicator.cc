@@ -70,9 +70,8 @@ bool check_subgroup(int first, int stride, int count, int rank, int world_size) 
 
 std::unique_ptr<Communicator> Communicator::subgroup(int /*first*/, int /*stride*/, int /*count*/) {
   throw UsageError(
-      "parallel.tensor > 1 on this communicator: its tensor-parallel groups are not built yet "
-      "(NCCL sub-communicators are the cuda backend's; run.backend = \"cpu\" over MPI has "
-      "them)");
+      "parallel.tensor > 1 on this communicator: it cannot make tensor-parallel groups (MPI's "
+      "and NCCL's can: launch with mpirun or srun)");
 }
 
 void reduce_through_fp32_buffer(Backend& backend, Tensor& tensor, std::string_view tag,

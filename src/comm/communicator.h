@@ -93,7 +93,9 @@ class Communicator {
   // (rank order kept): tensor parallelism's groups and the data-parallel
   // groups across them. Collective: every rank of this communicator calls
   // it, each naming its own group, and the groups partition the ranks.
-  // The default refuses (UsageError): NcclComm has no sub-communicators yet.
+  // MpiComm: MPI_Comm_split; NcclComm: ncclCommSplit (NCCL >= 2.18) and
+  // MPI_Comm_split; the simulated one: a simulated rank of the group. The
+  // default refuses (UsageError).
   virtual std::unique_ptr<Communicator> subgroup(int first, int stride, int count);
   // Ends every rank of the job with `exit_code`, now; never returns. A rank
   // that fails calls this instead of returning, so the others never wait

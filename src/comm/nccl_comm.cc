@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/nccl_library.h"
@@ -84,15 +85,7 @@ class NcclComm final : public Communicator {
     check_mpi(MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD),
               where() + "MPI_Bcast(ncclUniqueId)");
     try {
-      // A blocking stream (not cudaStreamNonBlocking): it waits for what the
-      // caller queued on the legacy default stream, so the tensors we get are
-      // written before NCCL reads them.
-      check_cuda(cudaStreamCreate(&own_stream_), where() + "cudaStreamCreate");
-      stream_ = own_stream_;
-      // Where NCCL runs while a backend lends its stream: kernels of that
-      // stream queued before a collective's wait overlap the collective.
-      check_cuda(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking),
-                 where() + "cudaStreamCreateWithFlags(comm stream)");
+      make_streams();
       check_nccl(nccl_library().ncclCommInitRank(&comm_, size_, id, rank_),
                  "ncclCommInitRank(device " + std::to_string(device_) + ")");
     } catch (...) {
@@ -141,7 +134,7 @@ class NcclComm final : public Communicator {
     HR_CHECK(values.size() <= static_cast<size_t>(std::numeric_limits<int>::max()),
              "host sums fit MPI's int counts");
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
-                            MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+                            MPI_DOUBLE, MPI_SUM, mpi_),
               where() + "MPI_Allreduce(" + std::to_string(values.size()) + " doubles)");
   }
 
@@ -223,7 +216,33 @@ class NcclComm final : public Communicator {
     end_collective(what);
   }
 
-  void barrier() override { check_mpi(MPI_Barrier(MPI_COMM_WORLD), where() + "MPI_Barrier"); }
+  void barrier() override { check_mpi(MPI_Barrier(mpi_), where() + "MPI_Barrier"); }
+
+  // ncclCommSplit of this communicator (and MPI_Comm_split of its MPI
+  // communicator, for the host sums and barriers), the groups named by
+  // their first rank as MpiComm names them. The group gets streams of its
+  // own; the run lends it the backend's stream as it lends this one.
+  std::unique_ptr<Communicator> subgroup(int first, int stride, int count) override {
+    HR_CHECK(check_subgroup(first, stride, count, rank_, size_),
+             where() + "not in the subgroup it names");
+    HR_CHECK(pending_.empty(), where() + "subgroup while a gather is pending");
+    if (nccl_library().ncclCommSplit == nullptr)
+      throw UsageError(nccl_library().file +
+                       ": no ncclCommSplit: parallel.tensor on cuda needs NCCL 2.18 or newer "
+                       "(PyTorch's nvidia/nccl/lib has one)");
+    use_device();
+    const int key = (rank_ - first) / stride;
+    MPI_Comm mpi = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split(mpi_, first, key, &mpi), where() + "MPI_Comm_split");
+    std::string name =
+        "ranks " + std::to_string(first) + ".." + std::to_string(first + (count - 1) * stride);
+    if (stride > 1) name += " step " + std::to_string(stride);
+    ncclComm_t sub = nullptr;
+    const ncclResult_t split = nccl_library().ncclCommSplit(comm_, first, key, &sub, nullptr);
+    if (split != ncclSuccess) MPI_Comm_free(&mpi);
+    check_nccl(split, "ncclCommSplit(" + name + ")");
+    return std::unique_ptr<Communicator>(new NcclComm(device_, mpi, sub, name + " of " + name_));
+  }
 
   [[noreturn]] void abort(int exit_code) override {
     MPI_Abort(MPI_COMM_WORLD, exit_code);
@@ -231,9 +250,39 @@ class NcclComm final : public Communicator {
   }
 
  private:
-  // "rank 2 of 8: ", so a message from one rank of a job says which.
+  // A group of the job's ranks (subgroup): `mpi` and `comm` made by the
+  // splits, owned (freed with this one).
+  NcclComm(int device, MPI_Comm mpi, ncclComm_t comm, std::string name)
+      : device_(device), mpi_(mpi), name_(std::move(name)), comm_(comm) {
+    MPI_Comm_set_errhandler(mpi_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(mpi_, &rank_);
+    MPI_Comm_size(mpi_, &size_);
+    try {
+      make_streams();
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+
+  void make_streams() {
+    // A blocking stream (not cudaStreamNonBlocking): it waits for what the
+    // caller queued on the legacy default stream, so the tensors we get are
+    // written before NCCL reads them.
+    check_cuda(cudaStreamCreate(&own_stream_), where() + "cudaStreamCreate");
+    stream_ = own_stream_;
+    // Where NCCL runs while a backend lends its stream: kernels of that
+    // stream queued before a collective's wait overlap the collective.
+    check_cuda(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking),
+               where() + "cudaStreamCreateWithFlags(comm stream)");
+  }
+
+  // "rank 2 of 8: " (of the job, or "rank 1 of 2 of ranks 2..3 of job: " in
+  // a group), so a message from one rank says which.
   std::string where() const {
-    return "rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": ";
+    std::string at = "rank " + std::to_string(rank_) + " of " + std::to_string(size_);
+    if (mpi_ != MPI_COMM_WORLD) at += " of " + name_;
+    return at + ": ";
   }
 
   void check_nccl(ncclResult_t result, const std::string& what) const {
@@ -411,6 +460,9 @@ class NcclComm final : public Communicator {
     pending_.clear();
     free_events_.clear();
     if (comm_) (void)nccl_library().ncclCommDestroy(comm_);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (mpi_ != MPI_COMM_WORLD && mpi_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&mpi_);
     if (comm_stream_) (void)cudaStreamDestroy(comm_stream_);
     if (own_stream_) (void)cudaStreamDestroy(own_stream_);
     comm_ = nullptr;
@@ -418,6 +470,8 @@ class NcclComm final : public Communicator {
   }
 
   int device_ = 0;
+  MPI_Comm mpi_ = MPI_COMM_WORLD;  // host sums and barriers: the job's, or a group's
+  std::string name_ = "job";
   int rank_ = 0;
   int size_ = 1;
   cudaStream_t own_stream_ = nullptr;   // made here; used until a backend lends its own

@@ -18,6 +18,8 @@ NcclLibrary load_nccl() {
 #define HEADROOM_NCCL_FIND(name) library.find(lib.name, #name, too_old);
   HEADROOM_NCCL_ENTRY_POINTS(HEADROOM_NCCL_FIND)
 #undef HEADROOM_NCCL_FIND
+  library.find_if_present(lib.ncclCommSplit, "ncclCommSplit");
+  lib.file = library.file();
   return lib;
 }
 

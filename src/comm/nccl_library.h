@@ -8,6 +8,8 @@
 
 #include <nccl.h>
 
+#include <string>
+
 namespace headroom {
 
 // X(name) for every entry point: the struct's members and their lookup are
@@ -28,6 +30,10 @@ struct NcclLibrary {
 #define HEADROOM_NCCL_MEMBER(name) decltype(&::name) name;
   HEADROOM_NCCL_ENTRY_POINTS(HEADROOM_NCCL_MEMBER)
 #undef HEADROOM_NCCL_MEMBER
+  // NCCL >= 2.18 only (parallel.tensor's groups); null in an older one,
+  // which still runs everything else.
+  decltype(&::ncclCommSplit) ncclCommSplit = nullptr;
+  std::string file;  // the loaded library, for messages
 };
 
 // libnccl.so.<NCCL_MAJOR> through the loader's search path (LD_LIBRARY_PATH,

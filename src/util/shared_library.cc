@@ -24,4 +24,8 @@ void* SharedLibrary::symbol(const char* name, std::string_view too_old) const {
   return found;
 }
 
+void* SharedLibrary::symbol_if_present(const char* name) const {
+  return dlsym(handle_, name);
+}
+
 }  // namespace headroom

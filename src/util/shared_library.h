@@ -22,10 +22,19 @@ class SharedLibrary {
     entry = reinterpret_cast<Function>(symbol(name, too_old));
   }
 
+  // Sets `entry` to the symbol `name`, or to null when the library lacks it:
+  // an entry point only one feature needs (the caller refuses that feature
+  // by name instead of every use of the library).
+  template <typename Function>
+  void find_if_present(Function& entry, const char* name) const {
+    entry = reinterpret_cast<Function>(symbol_if_present(name));
+  }
+
   const std::string& file() const { return file_; }
 
  private:
   void* symbol(const char* name, std::string_view too_old) const;
+  void* symbol_if_present(const char* name) const;
 
   std::string file_;
   void* handle_ = nullptr;

@@ -113,6 +113,23 @@ TEST_F(Nccl, AWorldOfOne) {
   comm_->barrier();
 }
 
+// parallel.tensor's groups: ncclCommSplit (and MPI_Comm_split) of the job;
+// here the only group of a world of one, whose collectives still run.
+TEST_F(Nccl, ASubgroupIsACommunicatorOfItsOwn) {
+  std::unique_ptr<Communicator> group = comm_->subgroup(0, 1, 1);
+  ASSERT_NE(group, nullptr);
+  EXPECT_EQ(group->rank(), 0);
+  EXPECT_EQ(group->world_size(), 1);
+  const std::vector<float> f = some_floats();
+  Tensor t = floats(f, "grad.f32");
+  group->all_reduce_sum(*backend_, t, "grad.f32");
+  EXPECT_EQ(to_host<float>(t), f);
+  double sums[2] = {1.5, 2.5};
+  group->all_reduce_sum(sums);
+  EXPECT_EQ(sums[1], 2.5);
+  group->barrier();
+}
+
 TEST_F(Nccl, AllReduceOfOneRankChangesNothing) {
   const std::vector<float> f = some_floats();
   Tensor tf = floats(f, "grad.f32");
