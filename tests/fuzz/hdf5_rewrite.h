@@ -109,11 +109,31 @@ inline Hid replacement_space(Script& script, hsize_t* count) {
   return Hid(rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(rank, dims, nullptr));
 }
 
-// Whether raw bytes may stand for values of `type` (no pointers inside:
-// variable-length strings and sequences hold heap references).
+// Whether raw bytes may stand for values of `type`: no pointers inside
+// (variable-length strings and sequences, references), members of a
+// compound and the base of an array included.
 inline bool plain(hid_t type) {
-  return H5Tis_variable_str(type) == 0 && H5Tdetect_class(type, H5T_VLEN) == 0 &&
-         H5Tget_class(type) != H5T_REFERENCE;
+  switch (H5Tget_class(type)) {
+    case H5T_STRING:
+      return H5Tis_variable_str(type) == 0;
+    case H5T_VLEN:
+    case H5T_REFERENCE:
+      return false;
+    case H5T_COMPOUND: {
+      const int members = H5Tget_nmembers(type);
+      for (int i = 0; i < members; ++i) {
+        Hid member(H5Tget_member_type(type, static_cast<unsigned>(i)));
+        if (!member.valid() || !plain(member.get())) return false;
+      }
+      return members >= 0;
+    }
+    case H5T_ARRAY: {
+      Hid base(H5Tget_super(type));
+      return base.valid() && plain(base.get());
+    }
+    default:
+      return true;
+  }
 }
 
 inline void rewrite_dataset(hid_t file, const std::string& path, Script& script) {
