@@ -21,7 +21,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -262,8 +263,12 @@ inline void rewrite_attributes(hid_t file, const std::string& path, Script& scri
 // of the rewrites (a type it cannot convert) leaves that object as it was.
 inline std::string rewrite_hdf5(const std::string& base, const std::string& name, Script& script) {
   using namespace rewrite_detail;
-  const std::filesystem::path path = scratch_dir() / name;
-  std::filesystem::copy_file(base, path, std::filesystem::copy_options::overwrite_existing);
+  // Read and written rather than std::filesystem::copy_file, whose
+  // sendfile gave up with EINTR under libFuzzer's timers (a 25-minute run).
+  std::ifstream in(base, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) std::abort();  // the fixture is readable
+  const std::string path = write_file(name, bytes);
   const hdf5::QuietHdf5Errors quiet;
   {
     Hid file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
@@ -279,7 +284,7 @@ inline std::string rewrite_hdf5(const std::string& base, const std::string& name
       if (dataset) rewrite_dataset(file.get(), object, script);
     }
   }
-  return path.string();
+  return path;
 }
 
 }  // namespace headroom::fuzz
