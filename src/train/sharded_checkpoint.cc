@@ -325,8 +325,13 @@ void load_optimizer_resharded(AdamW& optimizer, const std::vector<GroupLayout>& 
                               int world_size, bool sharded_optimizer,
                               const TensorParallelPart& mine_tp) {
   RankFiles files;
+  // Each old part's layout (the same for every part): its elements are
+  // what the old files hold and, under another parallel.tensor, what is
+  // read whole before this rank's part is cut from them.
+  std::vector<GroupLayout> old_layouts;
   if (state.sharded_format) {
     files = sharded_rank_files(read_shard_index(dir));
+    old_layouts = layouts_of_parts(layouts, mine_tp, files.parts);
   } else {
     files.parts = static_cast<int>(state.tensor_parallel);
     files.world = static_cast<int>(state.optimizer_shards);
@@ -336,17 +341,16 @@ void load_optimizer_resharded(AdamW& optimizer, const std::vector<GroupLayout>& 
       for (int r = 0; r < files.world; ++r)
         files.files.back().push_back(optimizer_file(dir, r, files.world, t, files.parts));
     }
-    const std::vector<GroupLayout> old = layouts_of_parts(layouts, mine_tp, files.parts);
+    old_layouts = layouts_of_parts(layouts, mine_tp, files.parts);
     for (int r = 0; r < files.world; ++r) {
       std::vector<GroupShard> of_file;
-      for (const GroupLayout& layout : old)
+      for (const GroupLayout& layout : old_layouts)
         of_file.push_back(GroupShard::of(layout.numel, r, files.world));
       files.ranges.push_back(std::move(of_file));
     }
   }
   open_all(files);
   const bool same_parts = files.parts == mine_tp.size;
-  const std::vector<GroupLayout> old_layouts = layouts_of_parts(layouts, mine_tp, files.parts);
   Backend& states = optimizer.state_backend();
   std::vector<char> host;
   std::vector<std::vector<char>> parts;
