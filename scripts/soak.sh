@@ -16,12 +16,15 @@
 # start, the resume's reading, the step), median and range.
 #
 # SOAK_WORLD_SIZES="2 1" restarts each segment on one of the sizes at random.
-# `checkpoint.resume = "auto"` continues only the same config, and the
-# config fixes batch.grad_accum, so another world size trains another
-# global batch (world_size x grad_accum bins a step, docs/cli.md,
-# "Resharding on load"): the steps from the first change on are checked for
-# being there once and finite, their losses compared to the reference only
-# as a printed figure.
+# Every run then sets batch.global_micro_batches to the sizes' least common
+# multiple, so each size trains the same micro-batches a step (docs/cli.md,
+# "Resharding on load"): the steps before the first change of world size
+# are checked bit for bit, the later ones within SOAK_BOUND of the
+# reference's loss, relative (default 1e-5, the tests' bound for a resume
+# on another world size). Another world size may sum the ranks' gradients in
+# another order, so the weights can differ in their last bits from the first
+# step on it, and the bound is how far that may carry over the remaining
+# steps.
 #
 #   bash scripts/soak.sh [steps] [preemptions]   (repository root, after a build;
 #                                                 default 2000 steps, 20 preemptions)
@@ -39,6 +42,15 @@ RANDOM=${SOAK_SEED:-1}
 sets=(--set run.steps="$steps" --set zero.stage=3 --set checkpoint.format='"sharded"'
   --set checkpoint.resume='"auto"' --set checkpoint.save_every=25
   --set trace.memory_events=false --set trace.flush_every=25)
+if ((${#sizes[@]} > 1)); then
+  global=1
+  for n in "${sizes[@]}"; do
+    a=$global b=$n
+    while ((b)); do t=$((a % b)) a=$b b=$t; done
+    global=$((global / a * n))
+  done
+  sets+=(--set batch.global_micro_batches="$global")
+fi
 train() {  # world_size run_name log -> (background) pid in $!
   mpirun --oversubscribe -np "$1" "$bin" train --set run.name="\"$2\"" "${sets[@]}" > "$3" 2>&1 &
 }
@@ -103,11 +115,12 @@ while ((rc == 5)); do
   segment=$((segment + 1))
 done
 
-/usr/bin/python3 - "$steps" "${segments_done[*]}" <<'PY'
+/usr/bin/python3 - "$steps" "${segments_done[*]}" "${SOAK_BOUND:-1e-5}" <<'PY'
 import glob, math, os, sys
 import h5py, numpy as np
 
 steps = int(sys.argv[1])
+bound = float(sys.argv[3])
 # Each segment as world_size:first_step:trained (1 when it finished a step).
 segments = [tuple(int(x) for x in seg.split(":")) for seg in sys.argv[2].split()]
 
@@ -131,7 +144,7 @@ for s, ps in list(twice.items())[:5]:
     print(f"  step {s} in {ps}")
 
 # The first step trained on another world size than the first segment's:
-# from there on the global batch differs from the reference's.
+# from there on the sums run in another order than the reference's.
 first_change = steps
 for size, start, trained in segments:
     if size != segments[0][0] and trained:
@@ -143,20 +156,24 @@ print(f"steps before any change of world size: {len(exact)}, bit for bit equal t
 for s in unequal[:5]:
     print(f"  step {s}: {seen[s][0][1]} vs {ref[s]}")
 later = [s for s in range(first_change, steps) if s in seen]
+outside = []
 if later:
-    rel = max(abs(seen[s][0][1][0] - ref[s][0]) / abs(ref[s][0]) for s in later)
-    finite = all(math.isfinite(seen[s][0][1][0]) for s in later)
-    print(f"steps after a change of world size: {len(later)}, all finite: {finite}, "
-          f"largest relative loss difference to the reference: {rel:.3g}")
+    diff = {s: abs(seen[s][0][1][0] - ref[s][0]) / abs(ref[s][0]) for s in later}
+    outside = [s for s in later if not diff[s] <= bound]
+    worst = max(later, key=lambda s: diff[s])
+    median = sorted(diff.values())[len(later) // 2]
+    print(f"steps after a change of world size: {len(later)}, within {bound:g} of the "
+          f"reference's loss: {len(later) - len(outside)} (relative difference: median "
+          f"{median:.3g}, largest {diff[worst]:.3g} at step {worst})")
+    for s in outside[:5]:
+        print(f"  step {s}: {seen[s][0][1][0]} vs {ref[s][0]}")
 
 partial = [d for d in glob.glob("results/soak/checkpoints/step-*")
            if not os.path.isfile(os.path.join(d, "trainer_state.json"))]
 temps = [p for p in glob.glob("results/soak/checkpoints/**/*", recursive=True) if ".tmp" in p]
 print(f"checkpoint folders: {len(glob.glob('results/soak/checkpoints/step-*'))}, partial: "
       f"{len(partial)}, temporaries: {len(temps)}")
-ok = not missing and not twice and not unequal and not partial and not temps
-if later:
-    ok = ok and all(math.isfinite(seen[s][0][1][0]) for s in later)
+ok = not missing and not twice and not unequal and not outside and not partial and not temps
 sys.exit(0 if ok else 1)
 PY
 check=$?

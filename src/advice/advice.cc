@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "data/token_dataset.h"
+#include "train/config_options.h"
 #include "train/plan_ranks.h"
 #include "util/bytes.h"
 #include "util/error.h"
@@ -23,12 +24,13 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// The shape a config's step has: tokens as planned; a packed row is the
-// bin, a padded one as wide as the plan's samples.
-StepShape shape_of(const ExperimentConfig& c, double tokens, double longest) {
+// The shape a config's step has on a rank of `world_size`: tokens as
+// planned; a packed row is the bin, a padded one as wide as the plan's
+// samples.
+StepShape shape_of(const ExperimentConfig& c, int world_size, double tokens, double longest) {
   StepShape shape;
   shape.tokens = tokens;
-  shape.micro_batches = c.batch.grad_accum;
+  shape.micro_batches = grad_accum_of(c, std::max(1, world_size / c.parallel.tensor));
   shape.row_width = c.batch.mode == BatchSection::Mode::kPacked
                         ? static_cast<double>(c.batch.max_tokens_per_micro_batch)
                     : c.batch.seq_len > 0 ? static_cast<double>(c.batch.seq_len)
@@ -56,9 +58,9 @@ PlanFigures figures_of(const ExperimentConfig& config, int world_size,
     }
     if (i == 0) {
       const double steps = static_cast<double>(r.next_step - r.first_step);
-      figures.shape =
-          shape_of(config, steps > 0 ? static_cast<double>(r.padded_tokens_sum) / steps : 0,
-                   steps > 0 ? static_cast<double>(r.longest_sample_sum) / steps : 0);
+      figures.shape = shape_of(config, world_size,
+                               steps > 0 ? static_cast<double>(r.padded_tokens_sum) / steps : 0,
+                               steps > 0 ? static_cast<double>(r.longest_sample_sum) / steps : 0);
       figures.shape.allocations =
           steps > 0 ? static_cast<double>(r.step_allocations_sum) / steps : 0;
     }
@@ -135,7 +137,7 @@ Advice advise(const ExperimentConfig& config, int world_size, const PlanFigures&
     const double base_tokens = cf.plan.shape.tokens * config.parallel.tensor /
                                static_cast<double>(changed.parallel.tensor);
     const StepShape base_shape =
-        shape_of(config, base_tokens,
+        shape_of(config, world_size, base_tokens,
                  config.batch.mode == BatchSection::Mode::kPacked ? 0 : cf.plan.shape.row_width);
     StepShape own = base_shape;
     own.allocations = cf.plan.shape.allocations;
@@ -181,7 +183,8 @@ Advice advise(const ExperimentConfig& config, int world_size, const PlanFigures&
             load_config_string(to_toml(config), "counterfactual", both.knob.overrides);
         both.cost = step_cost(changed, model, world_size, both.plan.shape);
         both.step_seconds = seconds_of(both.cost, advice.rates);
-        StepShape own = shape_of(config, both.plan.shape.tokens, both.plan.shape.row_width);
+        StepShape own =
+            shape_of(config, world_size, both.plan.shape.tokens, both.plan.shape.row_width);
         own.allocations = both.plan.shape.allocations;
         both.base_cost = step_cost(config, model, world_size, own);
         const double base = seconds_of(both.base_cost, advice.rates);

@@ -104,7 +104,11 @@ struct BatchSection {
   // Samples per micro-batch; padded needs >= 1 unless bucketed, where it caps
   // the rows (0 = no cap); packed: 0 = no cap.
   int micro_batch_size = 0;
-  int grad_accum = 1;   // micro-batches per optimizer step
+  int grad_accum = 1;  // micro-batches per optimizer step, per data-parallel rank
+  // Micro-batches per optimizer step over all data-parallel ranks; each rank
+  // accumulates global_micro_batches / (data-parallel ranks). 0 = off
+  // (batch.grad_accum per rank).
+  int64_t global_micro_batches = 0;
   int64_t seq_len = 0;  // padded: fixed length; 0 = longest sample of the micro-batch
   // Padded: length-bucket boundaries in tokens, increasing; empty = none.
   // auto_buckets: from the dataset's length quantiles (batch.buckets = "auto").

@@ -40,7 +40,10 @@ int64_t percentile(std::vector<int64_t> lengths, double p) {
   return lengths[std::clamp<size_t>(rank, 1, lengths.size()) - 1];
 }
 
+// Twice the micro-batches of a step, in whichever key the config counts them.
 std::string accumulation_doubled(const ExperimentConfig& c) {
+  if (c.batch.global_micro_batches > 0)
+    return "batch.global_micro_batches=" + std::to_string(2 * c.batch.global_micro_batches);
   return "batch.grad_accum=" + std::to_string(2 * c.batch.grad_accum);
 }
 
@@ -138,15 +141,18 @@ std::vector<KnobSpec> build_knob_table() {
               c.zero.stage == 2 ? "parameters gathered per block, per micro-batch" : ""}};
        }},
       // Tensor parallelism on the same ranks: groups twice as large, half
-      // as many data-parallel ranks, so twice the accumulation keeps the
-      // tokens per step (the model's and the refusals' checks are the
-      // plan's: a value it refuses is listed as refused).
+      // as many data-parallel ranks, so twice the accumulation per rank
+      // keeps the tokens per step (batch.global_micro_batches derives it
+      // already). The model's and the refusals' checks are the plan's: a
+      // value it refuses is listed as refused.
       {"parallel.tensor", E::kSameGlobalBatch,
        [](const ExperimentConfig& c, const KnobContext& context) {
          const int doubled = 2 * c.parallel.tensor;
          if (context.world_size % doubled != 0) return Choices{};
+         std::vector<std::string> overrides{"parallel.tensor=" + std::to_string(doubled)};
+         if (c.batch.global_micro_batches == 0) overrides.push_back(accumulation_doubled(c));
          return Choices{{"tensor-parallel groups of " + std::to_string(doubled) + " ranks",
-                         {"parallel.tensor=" + std::to_string(doubled), accumulation_doubled(c)},
+                         std::move(overrides),
                          "each block's weights, heads and MLP split over the group; two "
                          "all-reduces of the activations per sublayer"}};
        }},

@@ -133,6 +133,19 @@ std::vector<ConfigRule> build_rules() {
                   std::to_string(c.batch.micro_batch_size);
          return std::nullopt;
        }},
+      {"batch.global_micro_batches", "batch.grad_accum",
+       "batch.global_micro_batches > 0 requires batch.grad_accum = 1",
+       [](const ExperimentConfig& c) -> Complaint {
+         // One of them says how much a step accumulates: the global count
+         // derives the per-rank one from the world size.
+         if (c.batch.global_micro_batches > 0 && c.batch.grad_accum != 1)
+           return std::to_string(c.batch.global_micro_batches) +
+                  " sets the micro-batches of a step over all ranks, and batch.grad_accum = " +
+                  std::to_string(c.batch.grad_accum) +
+                  " sets them per rank; set one of them (batch.grad_accum = 1 or "
+                  "batch.global_micro_batches = 0)";
+         return std::nullopt;
+       }},
       {"batch.group_pool", "batch.mode", "batch.group_pool > 0 requires batch.mode = \"padded\"",
        [](const ExperimentConfig& c) -> Complaint {
          // Packed bins have no padding for grouping to save.

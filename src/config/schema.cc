@@ -662,7 +662,16 @@ std::vector<ConfigKey> build_schema() {
               "samples per bin, 0 = no "
               "cap."),
       integer(HR_FIELD(batch.grad_accum), 1, kNoMax,
-              "Micro-batches whose gradients are summed into one optimizer step."),
+              "Micro-batches whose gradients are summed into one optimizer step, per "
+              "data-parallel rank: a step trains on (data-parallel ranks) * grad_accum "
+              "micro-batches."),
+      integer(HR_FIELD(batch.global_micro_batches), 0, kNoMax,
+              "Micro-batches per optimizer step over all data-parallel ranks (DeepSpeed's "
+              "train_batch_size, counted in micro-batches): each rank accumulates "
+              "global_micro_batches / (data-parallel ranks), which must be a whole number. "
+              "The step then trains on the same micro-batches whatever the world size, so a "
+              "run requeued onto another number of nodes (checkpoint.resume = \"auto\") "
+              "continues the same training, up to rounding. 0 = batch.grad_accum per rank."),
       integer(HR_FIELD(batch.seq_len), 0, kMaxTokens,
               "Padded: every sample is padded to this length; 0 = to the longest sample of the "
               "micro-batch."),

@@ -15,6 +15,12 @@ struct Batch {
   int64_t longest = 0;              // tokens of the longest document
   int64_t padding = 0;              // tokens that are padding (padded mode)
   int64_t truncated = 0;            // documents cut to data.max_sample_tokens
+  // Which micro-batch of the data it is (bin `bin` of epoch `epoch`, as the
+  // Batcher planned it): the same whichever rank, world size or attempt
+  // trains it, so its randomness (LoRA dropout) can be drawn from it. -1 for
+  // a batch built by hand.
+  int64_t epoch = -1;
+  int64_t bin = -1;
 
   int64_t size() const { return static_cast<int64_t>(tokens.size()); }
 };

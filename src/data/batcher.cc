@@ -576,6 +576,8 @@ Batch Batcher::build(const MicroBatchPlan& mb) const {
   const bool padded = options_.mode == BatchOptions::Mode::kPadded;
   const int64_t width = padded ? mb.width : 0;
   Batch batch;
+  batch.epoch = mb.epoch;
+  batch.bin = mb.bin;
   batch.tokens.reserve(static_cast<size_t>(mb.tokens));
   batch.targets.reserve(static_cast<size_t>(mb.tokens));
   batch.positions.reserve(static_cast<size_t>(mb.tokens));

@@ -757,8 +757,14 @@ void Transformer::fill_uniform_part(size_t g, size_t i, uint64_t seed, float bou
 uint64_t Transformer::dropout_seed(int64_t layer, LoraTarget t) const {
   // splitmix64's finalizer over the inputs: distinct masks per adapter,
   // layer and micro-batch, the same in forward, recompute and backward.
+  // Under parallel.tensor a projection that splits its input (o_proj,
+  // down_proj: each rank its own columns) draws its mask per rank; the
+  // others take the whole activation on every rank of the group, which must
+  // drop the same elements.
+  const uint64_t part =
+      splits_output_rows(t) ? 0 : static_cast<uint64_t>(options_.tensor_parallel.rank) << 32;
   uint64_t z = options_.step_seed ^ (random_stream_ * 0x9E3779B97F4A7C15ull) ^
-               (static_cast<uint64_t>(layer) << 8) ^ static_cast<uint64_t>(t);
+               (static_cast<uint64_t>(layer) << 8) ^ static_cast<uint64_t>(t) ^ part;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);

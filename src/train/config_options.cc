@@ -1,6 +1,7 @@
 #include "train/config_options.h"
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 
 #include "data/length_spec.h"
@@ -188,6 +189,28 @@ LoraOptions lora_options_of(const ExperimentConfig& config) {
   return lora;
 }
 
+int grad_accum_of(const ExperimentConfig& config, int data_parallel_ranks) {
+  const int64_t global = config.batch.global_micro_batches;
+  if (global == 0) return config.batch.grad_accum;
+  if (data_parallel_ranks < 1 || global % data_parallel_ranks != 0) {
+    std::string ranks = std::to_string(data_parallel_ranks) + " data-parallel ranks";
+    if (config.parallel.tensor > 1)
+      ranks += " (" + std::to_string(data_parallel_ranks * config.parallel.tensor) +
+               " ranks in tensor-parallel groups of parallel.tensor = " +
+               std::to_string(config.parallel.tensor) + ")";
+    throw UsageError("batch.global_micro_batches = " + std::to_string(global) +
+                     " is not a multiple of the job's " + ranks +
+                     ": every rank accumulates the same number of micro-batches a step; "
+                     "choose a multiple of every world size the run may be requeued on");
+  }
+  const int64_t per_rank = global / data_parallel_ranks;
+  if (per_rank > std::numeric_limits<int>::max())
+    throw UsageError("batch.global_micro_batches = " + std::to_string(global) + " makes " +
+                     std::to_string(per_rank) + " micro-batches per rank, more than " +
+                     std::to_string(std::numeric_limits<int>::max()));
+  return static_cast<int>(per_rank);
+}
+
 BatchOptions batch_options_of(const ExperimentConfig& config, int world_size, int rank,
                               int32_t pad_id) {
   BatchOptions o;
@@ -215,7 +238,7 @@ BatchOptions batch_options_of(const ExperimentConfig& config, int world_size, in
   o.pad_to = config.batch.pad_to == BatchSection::PadTo::kLongest ? BatchOptions::PadTo::kLongest
                                                                   : BatchOptions::PadTo::kBucket;
   o.pad_id = pad_id;
-  o.grad_accum = config.batch.grad_accum;
+  o.grad_accum = grad_accum_of(config, world_size);
   o.max_sample_tokens = config.data.max_sample_tokens;
   o.shuffle = config.data.shuffle;
   o.seed = static_cast<uint64_t>(config.data.seed);

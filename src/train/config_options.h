@@ -132,8 +132,15 @@ ModelConfig model_config_of(const ExperimentConfig& config);
 // [lora] as the model takes it (targets by their HF module names).
 LoraOptions lora_options_of(const ExperimentConfig& config);
 
-// [batch] and [data] for `rank` of `world_size`, padding with `pad_id`: one
-// function, so `train`, `plan` and `headroom data batches` batch alike.
+// The micro-batches each of `data_parallel_ranks` ranks accumulates per
+// step: batch.global_micro_batches / data_parallel_ranks when that is set,
+// else batch.grad_accum. Throws UsageError naming the key when the ranks do
+// not divide the global count.
+int grad_accum_of(const ExperimentConfig& config, int data_parallel_ranks);
+
+// [batch] and [data] for `rank` of `world_size` data-parallel ranks, padding
+// with `pad_id`: one function, so `train`, `plan` and `headroom data
+// batches` batch alike.
 BatchOptions batch_options_of(const ExperimentConfig& config, int world_size, int rank,
                               int32_t pad_id);
 // As above, padding with pad_id_of(dataset).

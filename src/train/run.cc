@@ -33,6 +33,7 @@
 #include "train/trainer.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/log.h"
 #include "util/process_memory.h"
 
 namespace fs = std::filesystem;
@@ -245,6 +246,7 @@ RunResult Run::execute(RunObserver& observer) {
   // its shard of the optimizer states.
   const bool sharded = s.zero.stage >= 1 && data_comm.world_size() > 1;
   const int64_t optimizer_shards = sharded ? data_comm.world_size() : 1;
+  const int64_t micro_batches_per_step = static_cast<int64_t>(s.layout.data) * s.batch.grad_accum;
   const RunFolder::Kind kind =
       s.mode == RunMode::kPlan ? RunFolder::Kind::kPlan : RunFolder::Kind::kTrain;
 
@@ -447,6 +449,18 @@ RunResult Run::execute(RunObserver& observer) {
           trainer.restore_loss_scale(state.loss_scale, state.scale_clean_steps);
         batcher.set_cursor(Cursor{state.data_epoch, state.data_position});
         first_step = state.step;
+        if (lead && state.micro_batches_per_step > 0 &&
+            state.micro_batches_per_step != micro_batches_per_step)
+          log::warn(
+              "checkpoint.resume_from = " + quote_path(s.resume_from) +
+              ": it was written by a run "
+              "training " +
+              std::to_string(state.micro_batches_per_step) +
+              " micro-batches a step; this one trains " + std::to_string(micro_batches_per_step) +
+              " (batch.grad_accum = " + std::to_string(s.batch.grad_accum) + " on each of " +
+              std::to_string(s.layout.data) +
+              " data-parallel ranks), so its steps are not the ones that run would have taken; "
+              "batch.global_micro_batches keeps a step's micro-batches whatever the world size");
       } catch (const UsageError& e) {
         throw UsageError("checkpoint.resume_from = " + quote_path(s.resume_from) + ": " + e.what());
       }
@@ -492,7 +506,7 @@ RunResult Run::execute(RunObserver& observer) {
             TrainState{steps_done, trainer.updates(), trainer.skipped_steps(), cursor.epoch,
                        cursor.position, s.save_sharded ? s.layout.data : optimizer_shards,
                        s.save_sharded, trainer.loss_scale(), trainer.scale_clean_steps(),
-                       s.layout.tensor},
+                       s.layout.tensor, micro_batches_per_step},
             dir);
       result.checkpoint = dir;
       result.checkpoint_seconds.push_back(

@@ -84,13 +84,18 @@ StepRecord Trainer::step(int64_t step, const std::vector<Batch>& micro_batches) 
       global_counted[0] > 0 ? static_cast<float>(scale / global_counted[0]) : 0.0f;
   for (size_t i = 0; i < micro_batches.size(); ++i) {
     const Batch& b = micro_batches[i];
-    // Randomness (LoRA dropout) per step, rank and micro-batch: a resumed
-    // run draws what the uninterrupted one would have.
+    // Randomness (LoRA dropout) per micro-batch of the data: a resumed run
+    // draws what the uninterrupted one would have, and a run on another
+    // world size (batch.global_micro_batches) or in a tensor-parallel group
+    // draws the same for the same micro-batch. A batch built by hand has
+    // no place in the data: per step, rank and micro-batch then.
     model_.set_random_stream(
-        (static_cast<uint64_t>(step) * static_cast<uint64_t>(comm_.world_size()) +
-         static_cast<uint64_t>(comm_.rank())) *
-            65536 +
-        i);
+        b.bin >= 0 ? (static_cast<uint64_t>(b.epoch) << 40) ^ static_cast<uint64_t>(b.bin)
+                   : ((static_cast<uint64_t>(step) * static_cast<uint64_t>(comm_.world_size()) +
+                       static_cast<uint64_t>(comm_.rank())) *
+                          65536 +
+                      i) |
+                         (uint64_t{1} << 63));
     model_.forward_backward(b, loss_scale, loss_sum);
     HR_CHECK(zero_.groups_in_flight() == 0,
              "every group gathered for a micro-batch was released after it");

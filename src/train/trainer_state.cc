@@ -71,6 +71,7 @@ void save_trainer_state(const TrainState& state, const std::string& dir) {
   j["data_cursor"] = {{"epoch", state.data_epoch}, {"position", state.data_position}};
   j["optimizer_shards"] = state.optimizer_shards;
   if (state.tensor_parallel > 1) j["tensor_parallel"] = state.tensor_parallel;
+  if (state.micro_batches_per_step > 0) j["micro_batches_per_step"] = state.micro_batches_per_step;
   if (state.loss_scale > 0) {
     j["loss_scale"] = state.loss_scale;
     j["loss_scale_clean_steps"] = state.scale_clean_steps;
@@ -108,6 +109,12 @@ TrainState read_train_state(const std::string& dir) {
   if (state.tensor_parallel < 1)
     throw UsageError(path + ": \"tensor_parallel\" must be >= 1, got " +
                      std::to_string(state.tensor_parallel));
+  if (j.contains("micro_batches_per_step")) {
+    state.micro_batches_per_step = integer_at(j, "micro_batches_per_step", path);
+    if (state.micro_batches_per_step < 1)
+      throw UsageError(path + ": \"micro_batches_per_step\" must be >= 1, got " +
+                       std::to_string(state.micro_batches_per_step));
+  }
   if (j.contains("loss_scale")) {
     if (!j["loss_scale"].is_number() || !(j["loss_scale"].get<double>() > 0))
       throw UsageError(path + ": \"loss_scale\" must be a positive number, got " +

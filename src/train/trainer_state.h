@@ -26,6 +26,11 @@ struct TrainState {
   // parallel.tensor of the run that wrote it: > 1, optimizer_shards files
   // per tensor-parallel rank (train_state.h's optimizer_file).
   int64_t tensor_parallel = 1;
+  // Micro-batches a step trained on over all data-parallel ranks (their
+  // number times each one's accumulation). 0: not recorded (an older
+  // checkpoint). A resume that trains another number warns: its steps are
+  // not the ones the checkpoint's run would have taken.
+  int64_t micro_batches_per_step = 0;
 
   bool operator==(const TrainState&) const = default;
 };

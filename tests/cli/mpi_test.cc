@@ -223,6 +223,93 @@ TEST_F(Mpi, LoraRanksTogetherLoseWhatOneRankLoses) {
   }
 }
 
+// LoRA dropout draws its masks from the micro-batch of the data it drops
+// on (batch.h's epoch and bin), not from the rank that trains it: ranks
+// together drop what one rank accumulating their micro-batches drops, and a
+// tensor-parallel group drops the same elements of the activation every
+// rank of it holds whole.
+TEST_F(Mpi, LoraDropoutMasksAreTheSameOnAnyWorldSize) {
+  const std::string lora =
+      " --set run.steps=3 --set lora.enabled=true --set lora.rank=4 --set lora.dropout=0.2"
+      " --set lora.targets=[\\\"q_proj\\\",\\\"v_proj\\\"] --set optimizer.lr=1e-3";
+  ASSERT_EQ(train(0, lora + " --set batch.grad_accum=4 --set run.name=one").code, 0);
+  ASSERT_EQ(
+      train(0, lora + " --set batch.grad_accum=4 --set lora.dropout=0 --set run.name=none").code,
+      0);
+  const std::vector<StepRecord> one = steps("one", 0), none = steps("none", 0);
+  ASSERT_EQ(one.size(), 3u);
+  // B starts at zero: the masks show from step 1 on, by more than the
+  // tolerance below.
+  EXPECT_GT(std::abs(one[2].loss - none[2].loss), 1e-5 * std::abs(none[2].loss))
+      << "the dropout changes the training";
+  for (const auto& [name, set] : std::vector<std::pair<std::string, std::string>>{
+           {"dp", " --set batch.grad_accum=2 --set zero.stage=2"},
+           {"tp", " --set batch.grad_accum=4 --set parallel.tensor=2"}}) {
+    SCOPED_TRACE(name);
+    Result r = train(2, lora + set + " --set run.name=" + name);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::vector<StepRecord> mine = steps(name, 0);
+    ASSERT_EQ(mine.size(), one.size());
+    for (size_t s = 0; s < mine.size(); ++s)
+      EXPECT_NEAR(mine[s].loss, one[s].loss, 1e-5 * std::abs(one[s].loss)) << "step " << s;
+  }
+}
+
+// batch.global_micro_batches fixes a step's micro-batches over all ranks:
+// one rank and two train the same steps, and a checkpoint of two continues
+// on one as the two would have (a requeue onto fewer nodes). With the
+// per-rank batch.grad_accum such a resume trains another global batch, and
+// says so.
+TEST_F(Mpi, AGlobalBatchTrainsTheSameStepsOnAnyWorldSize) {
+  const std::string global =
+      " --set run.steps=4 --set batch.global_micro_batches=4 --set zero.stage=3"
+      " --set checkpoint.save_every=2 --set checkpoint.format=\\\"sharded\\\"";
+  ASSERT_EQ(train(0, global + " --set run.name=one").code, 0);
+  Result two_ranks = train(2, global + " --set run.name=two");
+  ASSERT_EQ(two_ranks.code, 0) << two_ranks.err;
+  const std::vector<StepRecord> one = steps("one", 0), two = steps("two", 0);
+  ASSERT_EQ(one.size(), 4u);
+  ASSERT_EQ(two.size(), 4u);
+  for (size_t s = 0; s < 4; ++s) {
+    EXPECT_EQ(two[s].micro_batches, 2) << "each of two ranks accumulates half";
+    EXPECT_EQ(one[s].micro_batches, 4);
+    EXPECT_NEAR(two[s].loss, one[s].loss, 1e-5 * std::abs(one[s].loss)) << "step " << s;
+    EXPECT_NEAR(two[s].grad_norm, one[s].grad_norm, 1e-5 * one[s].grad_norm) << "step " << s;
+  }
+  const fs::path step2 = dir_ / "results/two/checkpoints/step-2";
+  EXPECT_NE(slurp(step2 / "trainer_state.json").find("\"micro_batches_per_step\": 4"),
+            std::string::npos);
+  Result requeued = train(
+      0, global + " --set run.name=two_on_one --set checkpoint.resume_from=" + step2.string());
+  ASSERT_EQ(requeued.code, 0) << requeued.err;
+  EXPECT_EQ(requeued.err.find("micro-batches a step"), std::string::npos) << requeued.err;
+  const std::vector<StepRecord> again =
+      TraceReader::open((dir_ / "results/two_on_one/trace.rank0.from-step-2.h5").string()).steps();
+  ASSERT_EQ(again.size(), 2u);
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_NEAR(again[i].loss, two[i + 2].loss, 1e-5 * std::abs(two[i + 2].loss)) << i + 2;
+
+  // Three ranks cannot share four micro-batches evenly.
+  Result three = train(3, global + " --set run.name=three");
+  EXPECT_EQ(three.code, 2);
+  EXPECT_NE(three.err.find("batch.global_micro_batches = 4 is not a multiple of the job's 3 "
+                           "data-parallel ranks"),
+            std::string::npos)
+      << three.err;
+
+  // Per rank: the resume on one rank trains half the micro-batches a step.
+  const std::string per_rank =
+      " --set run.steps=3 --set batch.grad_accum=2 --set checkpoint.save_every=2";
+  ASSERT_EQ(train(2, per_rank + " --set run.name=per_rank").code, 0);
+  Result halved = train(0, per_rank + " --set run.name=halved --set checkpoint.resume_from=" +
+                               (dir_ / "results/per_rank/checkpoints/step-2").string());
+  ASSERT_EQ(halved.code, 0) << halved.err;
+  EXPECT_NE(halved.err.find("it was written by a run training 4 micro-batches a step; this one "
+                            "trains 2 (batch.grad_accum = 2 on each of 1 data-parallel ranks)"),
+            std::string::npos)
+      << halved.err;
+}
+
 // QLoRA under ZeRO-2: every rank quantizes the same base and keeps it whole;
 // the adapters' gradients are reduce-scattered as under LoRA.
 TEST_F(Mpi, QloraRanksTogetherLoseWhatOneRankLoses) {

@@ -108,6 +108,24 @@ TEST(KnobCatalogue, OffersTensorParallelGroupsTheRanksDivideInto) {
   EXPECT_FALSE(has(all_overrides(knob_catalogue(grouped, 2, {})), "parallel.tensor=4"));
 }
 
+TEST(KnobCatalogue, DoublesTheGlobalMicroBatchesWhenTheConfigCountsThem) {
+  ExperimentConfig c = gpu_config();
+  c.batch.global_micro_batches = 4;
+  const std::vector<Knob> knobs = knob_catalogue(c, 4, {});
+  // The data-parallel ranks halve, each accumulates twice as much by itself.
+  const auto tp = std::find_if(knobs.begin(), knobs.end(), [](const Knob& k) {
+    return !k.overrides.empty() && k.overrides.front() == "parallel.tensor=2";
+  });
+  ASSERT_NE(tp, knobs.end());
+  EXPECT_EQ(tp->overrides, std::vector<std::string>{"parallel.tensor=2"});
+  const auto half = std::find_if(knobs.begin(), knobs.end(), [](const Knob& k) {
+    return !k.overrides.empty() && k.overrides.front().starts_with("batch.max_tokens_per_micro");
+  });
+  ASSERT_NE(half, knobs.end());
+  EXPECT_EQ(half->overrides.back(), "batch.global_micro_batches=8");
+  EXPECT_FALSE(has(all_overrides(knobs), "batch.grad_accum=2"));
+}
+
 TEST(KnobCatalogue, TruncatesAtTheNinetyNinthPercentileAndCountsWhatIsCut) {
   ExperimentConfig c = gpu_config();
   std::vector<int64_t> lengths(200, 100);

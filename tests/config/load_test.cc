@@ -482,6 +482,15 @@ TEST(ConfigRules, PaddedNeedsMicroBatchSize) {
   EXPECT_TRUE(load("[batch]\nmode = \"padded\"\nbuckets = \"auto\"\n").batch.auto_buckets);
 }
 
+TEST(ConfigRules, GlobalMicroBatchesReplaceThePerRankAccumulation) {
+  EXPECT_EQ(error_of("[batch]\nglobal_micro_batches = 8\ngrad_accum = 2\n"),
+            "x.toml:3:14: batch.global_micro_batches: 8 sets the micro-batches of a step over all "
+            "ranks, and batch.grad_accum = 2 sets them per rank; set one of them (batch.grad_accum "
+            "= 1 or batch.global_micro_batches = 0)");
+  EXPECT_EQ(load("[batch]\nglobal_micro_batches = 8\n").batch.global_micro_batches, 8);
+  EXPECT_EQ(load("[batch]\nglobal_micro_batches = 8\ngrad_accum = 1\n").batch.grad_accum, 1);
+}
+
 TEST(ConfigLoad, BucketsAreAutoOrIncreasingTokenCounts) {
   ExperimentConfig c = load("[batch]\nmode = \"padded\"\nbuckets = [512, 1024, 4096]\n");
   EXPECT_EQ(c.batch.buckets, (std::vector<int64_t>{512, 1024, 4096}));

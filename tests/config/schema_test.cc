@@ -233,6 +233,14 @@ ExperimentConfig grouped() {
   return c;
 }
 
+// batch.global_micro_batches excludes batch.grad_accum > 1 (rules.cc).
+ExperimentConfig globally_batched() {
+  ExperimentConfig c = everything_changed();
+  c.batch.grad_accum = 1;
+  c.batch.global_micro_batches = 12;
+  return c;
+}
+
 // attention.window and attention.mask_block each belong to one mask kind
 // (rules.cc), so the dflash block changes in a config of its own.
 ExperimentConfig dflash() {
@@ -260,14 +268,16 @@ TEST(ConfigSchema, EveryGetterReadsBackThroughItsSetter) {
   const ExperimentConfig with_dflash = dflash();
   const ExperimentConfig with_nf4 = quantized();
   const ExperimentConfig with_grouping = grouped();
+  const ExperimentConfig with_global_batch = globally_batched();
   for (const ConfigKey& key : config_schema()) {
     const bool own = key.name == "batch.buckets" || key.name == "checkpoint.resume";
     const bool nf4 = key.name == "model.quantization" || key.name == "model.double_quant";
-    const std::string text = key.get(key.name == "attention.mask_block" ? with_dflash
-                                     : own                              ? with_buckets
-                                     : nf4                              ? with_nf4
-                                     : key.name == "batch.group_pool"   ? with_grouping
-                                                                        : changed);
+    const std::string text = key.get(key.name == "attention.mask_block"         ? with_dflash
+                                     : own                                      ? with_buckets
+                                     : nf4                                      ? with_nf4
+                                     : key.name == "batch.group_pool"           ? with_grouping
+                                     : key.name == "batch.global_micro_batches" ? with_global_batch
+                                                                                : changed);
     EXPECT_NE(text, key.default_text) << key.name << ": the round-trip config leaves it default";
     const toml::table parsed = toml::parse("v = " + text);
     ExperimentConfig c;

@@ -89,6 +89,7 @@ std::map<std::string, KeyCase> key_cases(const std::string& hf_a, const std::str
       {"batch.pad_to_multiple_of", {"64"}},
       {"batch.micro_batch_size", {"3"}},
       {"batch.grad_accum", {"3"}},
+      {"batch.global_micro_batches", {"3"}},
       {"batch.seq_len", {"99"}},
       {"batch.buckets", {"[64, 128]", {"batch.mode=\"padded\"", "batch.micro_batch_size=2"}}},
       {"batch.pad_to", {"\"longest\""}},
@@ -228,6 +229,43 @@ TEST(ConfigOptions, ModeBackendAndPathsAreDerivedAsTheRunUsesThem) {
     ADD_FAILURE() << "a bad data.synthetic_lengths maps";
   } catch (const UsageError& e) {
     EXPECT_EQ(std::string(e.what()).rfind("data.synthetic_lengths = \"uniform:9\": ", 0), 0u)
+        << e.what();
+  }
+}
+
+TEST(ConfigOptions, GlobalMicroBatchesAreDealtOverTheDataParallelRanks) {
+  const ExperimentConfig global =
+      load_config_string("", "<test>", {"batch.global_micro_batches=12"});
+  EXPECT_EQ(grad_accum_of(global, 1), 12);
+  EXPECT_EQ(grad_accum_of(global, 4), 3);
+  EXPECT_EQ(grad_accum_of(global, 12), 1);
+  // The batcher deals world_size * grad_accum bins a step: 12 on any size.
+  for (int ranks : {1, 2, 3, 4, 6}) {
+    const RunSettings s = run_settings_of(global, RunMode::kPlan, ranks, 0);
+    EXPECT_EQ(s.batch.world_size * s.batch.grad_accum, 12) << ranks << " ranks";
+  }
+  const ExperimentConfig per_rank = load_config_string("", "<test>", {"batch.grad_accum=3"});
+  EXPECT_EQ(grad_accum_of(per_rank, 4), 3) << "batch.grad_accum is per rank";
+
+  try {
+    run_settings_of(global, RunMode::kPlan, 8, 0);
+    ADD_FAILURE() << "12 micro-batches over 8 ranks";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "batch.global_micro_batches = 12 is not a multiple of the job's 8 data-parallel "
+              "ranks: every rank accumulates the same number of micro-batches a step; choose a "
+              "multiple of every world size the run may be requeued on");
+  }
+  // Under parallel.tensor the data-parallel ranks are the groups.
+  const ExperimentConfig grouped =
+      load_config_string("", "<test>", {"batch.global_micro_batches=3", "parallel.tensor=2"});
+  try {
+    grad_accum_of(grouped, 2);
+    ADD_FAILURE() << "3 micro-batches over 2 groups";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("the job's 2 data-parallel ranks (4 ranks in "
+                                         "tensor-parallel groups of parallel.tensor = 2)"),
+              std::string::npos)
         << e.what();
   }
 }

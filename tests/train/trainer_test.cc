@@ -242,5 +242,42 @@ TEST(TrainState, ABrokenTrainerStateNamesTheFileAndTheByte) {
   }
 }
 
+// Every field reads back as written; an older file without
+// micro_batches_per_step reads as 0 (not recorded), a bad one is refused.
+TEST(TrainState, RoundTripsAndRecordsTheMicroBatchesOfAStep) {
+  testing::TempDir dir;
+  const TrainState state{.step = 7,
+                         .updates = 6,
+                         .skipped = 1,
+                         .data_epoch = 2,
+                         .data_position = 40,
+                         .optimizer_shards = 2,
+                         .sharded_format = true,
+                         .loss_scale = 1024,
+                         .scale_clean_steps = 3,
+                         .tensor_parallel = 2,
+                         .micro_batches_per_step = 8};
+  save_trainer_state(state, dir.path());
+  EXPECT_EQ(read_train_state(dir.path()), state);
+  {
+    std::ofstream out(dir.file("trainer_state.json"));
+    out << R"({"format_version": 1, "step": 3, "updates": 3, "skipped": 0,
+              "data_cursor": {"epoch": 0, "position": 6}})";
+  }
+  EXPECT_EQ(read_train_state(dir.path()).micro_batches_per_step, 0);
+  {
+    std::ofstream out(dir.file("trainer_state.json"));
+    out << R"({"format_version": 1, "step": 3, "updates": 3, "skipped": 0,
+              "data_cursor": {"epoch": 0, "position": 6}, "micro_batches_per_step": 0})";
+  }
+  try {
+    read_train_state(dir.path());
+    FAIL() << "read micro_batches_per_step = 0";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              dir.file("trainer_state.json") + ": \"micro_batches_per_step\" must be >= 1, got 0");
+  }
+}
+
 }  // namespace
 }  // namespace headroom
