@@ -47,10 +47,14 @@ for t in $targets; do
   [ -n "${dict[$t]:-}" ] && args+=(-dict="tests/fuzz/dict/${dict[$t]}.dict")
   log=$work/$t.log
   echo "== fuzz_$t (${seconds}s)"
-  # TMPDIR: the targets write each input to a file of their own there.
-  TMPDIR=$work ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    "$exe" "${args[@]}" "$corpus" >"$log" 2>&1
+  # TMPDIR: the targets write each input to a file of their own there. The
+  # budget is wall time; the CPU seconds (user + system) say how much of it
+  # the target had on a shared machine.
+  TIMEFORMAT='%U %S'
+  { time TMPDIR=$work ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+      "$exe" "${args[@]}" "$corpus" >"$log" 2>&1; } 2>"$work/$t.time"
   rc=$?
+  cpu=$(awk '{printf "%.0f", $1 + $2}' "$work/$t.time")
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
   files=$(find "$corpus" -type f | wc -l)
@@ -61,12 +65,13 @@ for t in $targets; do
     grep -E 'ERROR: |SUMMARY: |Test unit written|==[0-9]+==' "$log" | head -8
     cp "$log" "$findings/$t/fuzz.log"
   fi
-  echo "   $status: ${execs:-?} executions, cov ${cov:-?}, corpus $files files"
-  rows+=("$(printf '%-18s %-5s %12s %8s %8s' "$t" "$status" "${execs:-?}" "${cov:-?}" "$files")")
+  echo "   $status: ${execs:-?} executions, cov ${cov:-?}, corpus $files files, ${cpu:-?} CPU s"
+  rows+=("$(printf '%-18s %-5s %12s %8s %8s %8s' "$t" "$status" "${execs:-?}" "${cov:-?}" "$files" \
+    "${cpu:-?}")")
 done
 
 echo
-printf '%-18s %-5s %12s %8s %8s\n' target result executions cov corpus
+printf '%-18s %-5s %12s %8s %8s %8s\n' target result executions cov corpus "CPU s"
 for row in "${rows[@]}"; do echo "$row"; done
 [ $failed -eq 0 ] || echo "findings (inputs and logs): $findings" >&2
 exit $failed
