@@ -23,8 +23,13 @@ namespace headroom::fuzz {
 
 // A folder of this process's own (TMPDIR or /tmp), removed at exit: a reader
 // sees a real file, as it would in a run, and parallel fuzzers never share one.
+//
+// The path is never destroyed: a static path object's destructor is
+// registered after the atexit handler (when its initialisation completes), so
+// it would run first and leave the handler a destroyed path, and every
+// process would leave its folder behind (it did: one per replay test).
 inline const std::filesystem::path& scratch_dir() {
-  static const std::filesystem::path dir = [] {
+  static const std::filesystem::path* const dir = [] {
     const char* tmp = std::getenv("TMPDIR");
     std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/headroom-fuzz-XXXXXX";
     if (mkdtemp(pattern.data()) == nullptr) std::abort();
@@ -32,9 +37,9 @@ inline const std::filesystem::path& scratch_dir() {
       std::error_code ignored;
       std::filesystem::remove_all(scratch_dir(), ignored);
     });
-    return std::filesystem::path(pattern);
+    return new std::filesystem::path(pattern);
   }();
-  return dir;
+  return *dir;
 }
 
 // Writes `bytes` to scratch_dir()/name (replacing it) and returns its path.

@@ -6,7 +6,11 @@
 // renamed fuzz_<target> (CMakeLists.txt).
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -57,5 +61,24 @@ void replay(const std::string& target, int (*run)(const uint8_t*, size_t)) {
     replay(#name, fuzz_##name);    \
   }
 HEADROOM_FUZZ_TARGET_LIST(HEADROOM_REPLAY_TEST)
+
+// A target writes its input under scratch_dir() (fuzz_input.h); a process
+// that exits must take that folder with it, or every replay and every fuzzer
+// leaves one in /tmp. Runs this binary again, one replay in a TMPDIR of its
+// own, and looks in that folder afterwards.
+TEST(FuzzScratch, FolderIsRemovedWhenTheProcessExits) {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpdir = std::string(base && *base ? base : "/tmp") + "/headroom-scratch-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpdir.data()), nullptr);
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const std::string command =
+      "TMPDIR='" + tmpdir + "' '" + self + "' --gtest_filter=FuzzReplay.jsonl > /dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  std::string left;
+  for (const auto& entry : fs::directory_iterator(tmpdir))
+    left += entry.path().string() + " ";
+  EXPECT_TRUE(left.empty()) << "left behind: " << left;
+  fs::remove_all(tmpdir);
+}
 
 }  // namespace
