@@ -220,14 +220,14 @@ TEST(Transformer, DenseAdditivePeaksInsideTheSafeSoftmax) {
 
 #include "model/safetensors.h"
 #include "model/weights.h"
+#include "test_util/temp_dir.h"
 
 namespace headroom {
 namespace {
 
 TEST(Weights, SaveThenLoadGivesTheSameModelAndHuggingFaceNames) {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / "headroom_weights_test").string();
-  std::filesystem::remove_all(dir);
+  const testing::TempDir tmp;  // of its own: two checkouts may run the suite at once
+  const std::string dir = tmp.file("weights");
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     CpuRun a, b;
     TransformerOptions o;
@@ -259,7 +259,6 @@ TEST(Weights, SaveThenLoadGivesTheSameModelAndHuggingFaceNames) {
           << e.what();
     }
   }
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
