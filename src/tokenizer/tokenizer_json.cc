@@ -160,6 +160,12 @@ std::vector<PreTokenizer::Step> pre_tokenizer(const Reader& r, const json& root)
   return steps;
 }
 
+std::string token_id_error(int64_t id) {
+  if (id < 0) return std::to_string(id) + " is not a token id";
+  return std::to_string(id) + " is past the largest token id headroom accepts, " +
+         std::to_string(kMaxTokenId) + " (it keeps a table by id)";
+}
+
 void read_model(const Reader& r, const json& root, TokenizerJson& out) {
   const std::string key = "model";
   const json& model = r.object(r.at(root, "", "model"), key);
@@ -178,8 +184,8 @@ void read_model(const Reader& r, const json& root, TokenizerJson& out) {
   out.vocab.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     const int64_t id = r.as<int64_t>(it.value(), key + ".vocab[" + quoted(it.key()) + "]");
-    if (id < 0 || id > INT32_MAX)
-      r.fail(key + ".vocab[" + quoted(it.key()) + "]", std::to_string(id) + " is not a token id");
+    if (id < 0 || id > kMaxTokenId)
+      r.fail(key + ".vocab[" + quoted(it.key()) + "]", token_id_error(id));
     out.vocab.emplace_back(it.key(), static_cast<int32_t>(id));
   }
 
@@ -213,7 +219,7 @@ std::vector<AddedToken> added_tokens(const Reader& r, const json& root) {
     const json& t = r.object(list[i], key);
     AddedToken token;
     const int64_t id = r.as<int64_t>(r.at(t, key, "id"), key + ".id");
-    if (id < 0 || id > INT32_MAX) r.fail(key + ".id", std::to_string(id) + " is not a token id");
+    if (id < 0 || id > kMaxTokenId) r.fail(key + ".id", token_id_error(id));
     token.id = static_cast<int32_t>(id);
     token.content = r.as<std::string>(r.at(t, key, "content"), key + ".content");
     token.single_word = r.get<bool>(t, key, "single_word", false);

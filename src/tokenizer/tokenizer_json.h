@@ -29,6 +29,12 @@ struct TokenizerJson {
 // vocabulary) about 35 MB: past this bound a file is not a tokenizer.
 constexpr uint64_t kMaxTokenizerJsonBytes = uint64_t{256} << 20;
 
+// The tokenizer keeps a table by token id (the bytes each id decodes to), so
+// its size follows the largest id, not the number of tokens: one id of 2^31
+// would ask for 64 GiB. The largest vocabularies in use have about 262k ids
+// (Gemma); ids past this bound (16 times that) are refused by key.
+constexpr int64_t kMaxTokenId = (int64_t{1} << 22) - 1;
+
 // Reads `path`, a tokenizer.json or a folder holding one: a regular file of
 // at most kMaxTokenizerJsonBytes (util/read_file.h).
 TokenizerJson read_tokenizer_json(const std::string& path);

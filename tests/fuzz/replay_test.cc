@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -45,6 +46,16 @@ std::vector<fs::path> inputs_of(const std::string& target) {
   return files;
 }
 
+// scripts/fuzz.sh's -rss_limit_mb: an input that makes a reader ask for
+// gigabytes is a finding there, so replaying it must fail here too.
+constexpr long kRssLimitKiB = 2048L << 10;
+
+long peak_rss_kib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
 void replay(const std::string& target, int (*run)(const uint8_t*, size_t)) {
   const std::vector<fs::path> files = inputs_of(target);
   EXPECT_FALSE(files.empty()) << "no corpus for fuzz target " << target;
@@ -53,6 +64,7 @@ void replay(const std::string& target, int (*run)(const uint8_t*, size_t)) {
     std::ifstream in(file, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_EQ(run(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), 0);
+    ASSERT_LT(peak_rss_kib(), kRssLimitKiB) << "peak RSS after this input, in KiB";
   }
 }
 

@@ -312,6 +312,14 @@ TEST_F(BadTokenizerJson, NamesTheKey) {
                   "added_tokens[0].content: missing");
   EXPECT_CONTAINS(error_after([](json& j) { j["added_tokens"][0]["lstrip"] = 1; }),
                   "added_tokens[0].lstrip: expected true or false");
+  // An id sizes the table by id: one huge id asked the fuzzer for 4 GiB.
+  EXPECT_CONTAINS(error_after([](json& j) { j["model"]["vocab"]["!"] = int64_t{1} << 22; }),
+                  "model.vocab[\"!\"]: 4194304 is past the largest token id headroom accepts, "
+                  "4194303 (it keeps a table by id)");
+  EXPECT_CONTAINS(error_after([](json& j) { j["added_tokens"][0]["id"] = 133333333; }),
+                  "added_tokens[0].id: 133333333 is past the largest token id");
+  EXPECT_CONTAINS(error_after([](json& j) { j["model"]["vocab"]["!"] = -1; }),
+                  "model.vocab[\"!\"]: -1 is not a token id");
   EXPECT_CONTAINS(error_after([](json& j) { j["added_tokens"][0]["id"] = 5; }),
                   "added_tokens[0].id = 5, but HuggingFace tokenizers gives \"<|endoftext|>\" id");
 }
