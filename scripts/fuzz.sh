@@ -3,14 +3,20 @@
 #   bash scripts/fuzz.sh [seconds per target]
 # Configures and builds the `fuzz` preset (clang 14, ASan + UBSan; build-fuzz/,
 # only the fuzz targets and the libraries they link), then fuzzes each
-# target from a temporary copy of its committed corpus (tests/fuzz/corpus/
-# and regressions/ are never grown) with its dictionary. A crash, a
-# sanitizer report, a leak, a hang (-timeout) or more than -rss_limit_mb is a
-# failure: the input is kept under build-fuzz/fuzz-findings/<target>/ and the
-# script exits 1 after the table. Needs clang (scripts/setup.sh installs it).
+# target from a temporary copy of its committed corpus (regressions/ is never
+# grown, corpus/ only by FUZZ_GROW_CORPUS, below) with its dictionary. A
+# crash, a sanitizer report, a leak, a hang (-timeout) or more than
+# -rss_limit_mb is a failure: the input is kept under
+# build-fuzz/fuzz-findings/<target>/ and the script exits 1 after the table.
+# Needs clang (scripts/setup.sh installs it).
 #
 # FUZZ_TARGETS="config trace" limits the run to some targets; FUZZ_JOBS is
-# -j for the build (default 2).
+# -j for the build (default 2). FUZZ_GROW_CORPUS=1 (for the long runs, not
+# CI) merges what a clean run found into tests/fuzz/corpus/<target>/ with
+# libFuzzer's -merge=1: the committed inputs stay, and a found one is added
+# only if it reaches an edge they do not (-use_counters=0: hit counts would
+# keep three times the files), so CI's short runs and the replay test start
+# from what an hour of fuzzing reached. Commit the new files.
 set -uo pipefail
 
 seconds=${1:-60}
@@ -66,6 +72,21 @@ for t in $targets; do
     cp "$log" "$findings/$t/fuzz.log"
   fi
   echo "   $status: ${execs:-?} executions, cov ${cov:-?}, corpus $files files, ${cpu:-?} CPU s"
+  if [ "${FUZZ_GROW_CORPUS:-0}" = 1 ] && [ $status = ok ]; then
+    # The regressions' copies are not seeds: they stay in regressions/ only.
+    if [ -d "tests/fuzz/regressions/$t" ]; then
+      (cd "tests/fuzz/regressions/$t" && find . -type f -exec rm -f "$corpus/{}" \;)
+    fi
+    before=$(find "tests/fuzz/corpus/$t" -type f | wc -l)
+    if TMPDIR=$work "$exe" -merge=1 -use_counters=0 -timeout=10 -rss_limit_mb=2048 \
+        "tests/fuzz/corpus/$t" "$corpus" >"$findings/$t/merge.log" 2>&1; then
+      echo "   corpus/$t: $before -> $(find "tests/fuzz/corpus/$t" -type f | wc -l) files"
+    else
+      echo "   corpus/$t: the merge failed ($findings/$t/merge.log):" >&2
+      tail -5 "$findings/$t/merge.log" >&2
+      failed=1
+    fi
+  fi
   rows+=("$(printf '%-18s %-5s %12s %8s %8s %8s' "$t" "$status" "${execs:-?}" "${cov:-?}" "$files" \
     "${cpu:-?}")")
 done
