@@ -160,10 +160,14 @@ std::vector<PreTokenizer::Step> pre_tokenizer(const Reader& r, const json& root)
   return steps;
 }
 
-std::string token_id_error(int64_t id) {
-  if (id < 0) return std::to_string(id) + " is not a token id";
-  return std::to_string(id) + " is past the largest token id headroom accepts, " +
-         std::to_string(kMaxTokenId) + " (it keeps a table by id)";
+// `value` as a token id: an integer in [0, kMaxTokenId], else refused by `key`.
+int32_t token_id(const Reader& r, const json& value, const std::string& key) {
+  const int64_t id = r.as<int64_t>(value, key);
+  if (id < 0) r.fail(key, std::to_string(id) + " is not a token id");
+  if (id > kMaxTokenId)
+    r.fail(key, std::to_string(id) + " is past the largest token id headroom accepts, " +
+                    std::to_string(kMaxTokenId) + " (it keeps a table by id)");
+  return static_cast<int32_t>(id);
 }
 
 void read_model(const Reader& r, const json& root, TokenizerJson& out) {
@@ -183,10 +187,8 @@ void read_model(const Reader& r, const json& root, TokenizerJson& out) {
   const json& vocab = r.object(r.at(model, key, "vocab"), key + ".vocab");
   out.vocab.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    const int64_t id = r.as<int64_t>(it.value(), key + ".vocab[" + quoted(it.key()) + "]");
-    if (id < 0 || id > kMaxTokenId)
-      r.fail(key + ".vocab[" + quoted(it.key()) + "]", token_id_error(id));
-    out.vocab.emplace_back(it.key(), static_cast<int32_t>(id));
+    out.vocab.emplace_back(it.key(),
+                           token_id(r, it.value(), key + ".vocab[" + quoted(it.key()) + "]"));
   }
 
   const std::string merges_key = key + ".merges";
@@ -218,9 +220,7 @@ std::vector<AddedToken> added_tokens(const Reader& r, const json& root) {
     const std::string key = Reader::index("added_tokens", i);
     const json& t = r.object(list[i], key);
     AddedToken token;
-    const int64_t id = r.as<int64_t>(r.at(t, key, "id"), key + ".id");
-    if (id < 0 || id > kMaxTokenId) r.fail(key + ".id", token_id_error(id));
-    token.id = static_cast<int32_t>(id);
+    token.id = token_id(r, r.at(t, key, "id"), key + ".id");
     token.content = r.as<std::string>(r.at(t, key, "content"), key + ".content");
     token.single_word = r.get<bool>(t, key, "single_word", false);
     token.lstrip = r.get<bool>(t, key, "lstrip", false);

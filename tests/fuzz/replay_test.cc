@@ -6,7 +6,6 @@
 // renamed fuzz_<target> (CMakeLists.txt).
 #include <gtest/gtest.h>
 
-#include <stdlib.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -17,6 +16,8 @@
 #include <iterator>
 #include <string>
 #include <vector>
+
+#include "test_util/temp_dir.h"
 
 #define HEADROOM_FUZZ_TARGET_LIST(X) \
   X(config)                          \
@@ -79,18 +80,12 @@ HEADROOM_FUZZ_TARGET_LIST(HEADROOM_REPLAY_TEST)
 // leaves one in /tmp. Runs this binary again, one replay in a TMPDIR of its
 // own, and looks in that folder afterwards.
 TEST(FuzzScratch, FolderIsRemovedWhenTheProcessExits) {
-  const char* base = std::getenv("TMPDIR");
-  std::string tmpdir = std::string(base && *base ? base : "/tmp") + "/headroom-scratch-test-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpdir.data()), nullptr);
+  const headroom::testing::TempDir tmpdir;
   const std::string self = fs::read_symlink("/proc/self/exe").string();
-  const std::string command =
-      "TMPDIR='" + tmpdir + "' '" + self + "' --gtest_filter=FuzzReplay.jsonl > /dev/null 2>&1";
+  const std::string command = "TMPDIR='" + tmpdir.path() + "' '" + self +
+                              "' --gtest_filter=FuzzReplay.jsonl > /dev/null 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  std::string left;
-  for (const auto& entry : fs::directory_iterator(tmpdir))
-    left += entry.path().string() + " ";
-  EXPECT_TRUE(left.empty()) << "left behind: " << left;
-  fs::remove_all(tmpdir);
+  EXPECT_TRUE(tmpdir.listing().empty()) << "left behind: " << tmpdir.listing().front();
 }
 
 }  // namespace
